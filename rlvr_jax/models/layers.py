@@ -1,0 +1,162 @@
+"""Transformer building blocks: RMSNorm, linear layers with optional LoRA, RoPE, attention, MLP.
+
+Shape letters: B batch, T query length, S key/cache length, D hidden, N query
+heads, K key/value heads, G = N // K query heads per kv head, H head dim,
+F MLP width, R LoRA rank.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from rlvr_jax.models.config import ModelConfig
+
+# Finite "minus infinity": fully masked rows (left padding) stay NaN-free.
+_MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
+
+
+class RMSNorm(nnx.Module):
+    """RMSNorm computed in float32, scaled by a learned weight (HF convention)."""
+
+    def __init__(self, dim: int, *, eps: float, param_dtype, dtype):
+        self.weight = nnx.Param(jnp.ones((dim,), param_dtype))
+        self.eps = eps
+        self.dtype = dtype
+
+    def __call__(self, x):
+        x32 = x.astype(jnp.float32)
+        x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        # transformers casts back to the activation dtype before the weight multiply.
+        return self.weight[...].astype(self.dtype) * x32.astype(self.dtype)
+
+
+class LoRA(nnx.Module):
+    """Low-rank update x @ A @ B * (alpha / R); B starts at zero so the model is unchanged."""
+
+    def __init__(self, d_in: int, d_out: int, *, rank: int, alpha: float, param_dtype, rngs):
+        if rank <= 0:
+            raise ValueError(f"LoRA rank must be positive, got {rank}")
+        bound = 1.0 / d_in**0.5
+        self.a = nnx.LoRAParam(
+            jax.random.uniform(rngs.params(), (d_in, rank), param_dtype, -bound, bound)
+        )
+        self.b = nnx.LoRAParam(jnp.zeros((rank, d_out), param_dtype))
+        self.scale = alpha / rank
+
+    def delta_kernel(self):
+        """The dense [in, out] update this adapter adds to the base kernel."""
+        a, b = self.a[...].astype(jnp.float32), self.b[...].astype(jnp.float32)
+        return (a @ b) * self.scale
+
+    def __call__(self, x, dtype):
+        return ((x.astype(dtype) @ self.a[...].astype(dtype)) @ self.b[...].astype(dtype)) * (
+            self.scale
+        )
+
+
+class Linear(nnx.Module):
+    """y = x @ kernel (+ bias) (+ LoRA); kernel stored [in, out]."""
+
+    def __init__(self, d_in: int, d_out: int, *, use_bias: bool, param_dtype, dtype, rngs):
+        init = jax.nn.initializers.normal(0.02)
+        self.kernel = nnx.Param(init(rngs.params(), (d_in, d_out), param_dtype))
+        self.bias = nnx.Param(jnp.zeros((d_out,), param_dtype)) if use_bias else None
+        self.lora: LoRA | None = None
+        self.dtype = dtype
+
+    def __call__(self, x):
+        y = jnp.dot(x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+        if self.bias is not None:
+            y = y + self.bias[...].astype(self.dtype)
+        if self.lora is not None:
+            y = y + self.lora(x, self.dtype)
+        return y
+
+
+def rope_cos_sin(positions_BxT, inv_freq_H2):
+    """cos/sin tables [B, T, H/2] in float32 for integer positions."""
+    angles = positions_BxT.astype(jnp.float32)[..., None] * inv_freq_H2
+    return jnp.cos(angles), jnp.sin(angles)
+
+
+def apply_rope(x_BxTxNxH, cos_BxTxH2, sin_BxTxH2):
+    """Rotary embedding in the half-split layout transformers uses (rotate_half)."""
+    dtype = x_BxTxNxH.dtype
+    x1, x2 = jnp.split(x_BxTxNxH.astype(jnp.float32), 2, axis=-1)
+    cos, sin = cos_BxTxH2[:, :, None, :], sin_BxTxH2[:, :, None, :]
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(dtype)
+
+
+class Attention(nnx.Module):
+    """Grouped-query self-attention with optional q/k norm and a KV cache."""
+
+    def __init__(self, config: ModelConfig, *, rngs):
+        c = config
+        kw = dict(param_dtype=c.jnp_param_dtype, dtype=c.jnp_dtype, rngs=rngs)
+        self.q_proj = Linear(c.hidden_size, c.num_heads * c.head_dim, use_bias=c.qkv_bias, **kw)
+        self.k_proj = Linear(c.hidden_size, c.num_kv_heads * c.head_dim, use_bias=c.qkv_bias, **kw)
+        self.v_proj = Linear(c.hidden_size, c.num_kv_heads * c.head_dim, use_bias=c.qkv_bias, **kw)
+        self.o_proj = Linear(c.num_heads * c.head_dim, c.hidden_size, use_bias=c.o_bias, **kw)
+        norm_kw = dict(eps=c.rms_norm_eps, param_dtype=c.jnp_param_dtype, dtype=c.jnp_dtype)
+        self.q_norm = RMSNorm(c.head_dim, **norm_kw) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, **norm_kw) if c.qk_norm else None
+        self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
+        self.dtype = c.jnp_dtype
+
+    def __call__(self, x_BxTxD, cos, sin, mask_BxTxS, kv_cache=None, cache_index=None):
+        """Attends the T new positions to S keys.
+
+        Args:
+          x_BxTxD: layer input.
+          cos, sin: RoPE tables [B, T, H/2] for the new positions.
+          mask_BxTxS: True where query t may attend key s.
+          kv_cache: None (keys are the T new positions, S == T) or a (k, v)
+            pair of [B, S, K, H] buffers; the new keys are written at
+            `cache_index` and attention runs over the whole buffer.
+          cache_index: int32 scalar, first cache slot of the new positions.
+        Returns:
+          (y_BxTxD, new (k, v) or None).
+        """
+        b, t, _ = x_BxTxD.shape
+        n, k, h = self.num_heads, self.num_kv_heads, self.head_dim
+        q = self.q_proj(x_BxTxD).reshape(b, t, n, h)
+        key = self.k_proj(x_BxTxD).reshape(b, t, k, h)
+        val = self.v_proj(x_BxTxD).reshape(b, t, k, h)
+        if self.q_norm is not None:
+            q, key = self.q_norm(q), self.k_norm(key)
+        q, key = apply_rope(q, cos, sin), apply_rope(key, cos, sin)
+        new_cache = None
+        if kv_cache is not None:
+            k_buf, v_buf = kv_cache
+            start = (0, cache_index, 0, 0)
+            k_buf = jax.lax.dynamic_update_slice(k_buf, key.astype(k_buf.dtype), start)
+            v_buf = jax.lax.dynamic_update_slice(v_buf, val.astype(v_buf.dtype), start)
+            key, val, new_cache = k_buf, v_buf, (k_buf, v_buf)
+        q = q.reshape(b, t, k, n // k, h)
+        logits = jnp.einsum(
+            "btkgh,bskh->bkgts",
+            q,
+            key.astype(self.dtype),
+            preferred_element_type=jnp.float32,
+        ) * (h**-0.5)
+        logits = jnp.where(mask_BxTxS[:, None, None], logits, _MASK_VALUE)
+        probs = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
+        out = jnp.einsum("bkgts,bskh->btkgh", probs, val.astype(self.dtype))
+        return self.o_proj(out.reshape(b, t, n * h)), new_cache
+
+
+class MLP(nnx.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, config: ModelConfig, *, rngs):
+        c = config
+        kw = dict(use_bias=False, param_dtype=c.jnp_param_dtype, dtype=c.jnp_dtype, rngs=rngs)
+        self.gate_proj = Linear(c.hidden_size, c.intermediate_size, **kw)
+        self.up_proj = Linear(c.hidden_size, c.intermediate_size, **kw)
+        self.down_proj = Linear(c.intermediate_size, c.hidden_size, **kw)
+
+    def __call__(self, x_BxTxD):
+        return self.down_proj(jax.nn.silu(self.gate_proj(x_BxTxD)) * self.up_proj(x_BxTxD))

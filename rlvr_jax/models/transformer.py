@@ -1,0 +1,232 @@
+"""Decoder-only transformer (Qwen3 / Qwen2 / Llama 3) in Flax NNX, with a KV cache.
+
+`model(input_ids_BxT, attention_mask=mask_BxT)` returns float32 logits; positions
+come from the mask (cumulative count of real tokens), so left and right padding
+both give the same logits at real positions. `model.forward(...)` exposes the
+rest: the final hidden states (after the final norm), a KV cache for decoding,
+logits at the last position only, and a perturbation hook on hidden states.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from rlvr_jax.models.config import ModelConfig, rope_inv_freq
+from rlvr_jax.models.layers import MLP, Attention, RMSNorm, rope_cos_sin
+
+
+@struct.dataclass
+class KVCache:
+    """Decoding state: per-layer key/value buffers and which slots hold real tokens.
+
+    Attributes:
+      k, v: tuples over layers of [B, S, K, H] buffers.
+      valid_BxS: True at slots written with a real (non-padding) token.
+      next_pos_B: position id the next real token of each row gets.
+      index: int32 scalar, the next slot to write (same for every row).
+    """
+
+    k: tuple
+    v: tuple
+    valid_BxS: jax.Array
+    next_pos_B: jax.Array
+    index: jax.Array
+
+    @classmethod
+    def zeros(cls, config: ModelConfig, batch: int, length: int, dtype=None) -> KVCache:
+        dtype = dtype or config.jnp_dtype
+        shape = (batch, length, config.num_kv_heads, config.head_dim)
+        return cls(
+            k=tuple(jnp.zeros(shape, dtype) for _ in range(config.num_layers)),
+            v=tuple(jnp.zeros(shape, dtype) for _ in range(config.num_layers)),
+            valid_BxS=jnp.zeros((batch, length), bool),
+            next_pos_B=jnp.zeros((batch,), jnp.int32),
+            index=jnp.zeros((), jnp.int32),
+        )
+
+    @property
+    def length(self) -> int:
+        return self.valid_BxS.shape[1]
+
+
+@struct.dataclass
+class HiddenPerturbation:
+    """Adds `noise_BxTxD` to the output of block `layer` (NC-GRPO's latent noise).
+
+    With `relative_to_rms`, the noise is multiplied by each position's hidden-state
+    RMS, so sigma is in units of the activation scale. The caller zeroes the noise
+    at positions it must not touch (e.g. everything but the prompt).
+    """
+
+    noise_BxTxD: jax.Array
+    layer: int = struct.field(pytree_node=False, default=-1)
+    relative_to_rms: bool = struct.field(pytree_node=False, default=True)
+
+
+@struct.dataclass
+class ModelOutput:
+    logits: jax.Array | None  # [B, T, V] float32 ([B, 1, V] with last_only)
+    hidden: jax.Array | None  # [B, T, D] after the final norm, when requested
+    cache: KVCache | None
+
+
+class Block(nnx.Module):
+    def __init__(self, config: ModelConfig, *, rngs):
+        kw = dict(
+            eps=config.rms_norm_eps, param_dtype=config.jnp_param_dtype, dtype=config.jnp_dtype
+        )
+        self.input_layernorm = RMSNorm(config.hidden_size, **kw)
+        self.self_attn = Attention(config, rngs=rngs)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, **kw)
+        self.mlp = MLP(config, rngs=rngs)
+
+    def __call__(self, x, cos, sin, mask, kv_cache=None, cache_index=None):
+        attn, kv_cache = self.self_attn(
+            self.input_layernorm(x), cos, sin, mask, kv_cache, cache_index
+        )
+        x = x + attn
+        return x + self.mlp(self.post_attention_layernorm(x)), kv_cache
+
+
+class Transformer(nnx.Module):
+    """A causal language model. Build with `Transformer(config, rngs=nnx.Rngs(seed))`."""
+
+    def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+        self.config = config
+        c = config
+        self.embed_tokens = nnx.Param(
+            jax.nn.initializers.normal(0.02)(
+                rngs.params(), (c.vocab_size, c.hidden_size), c.jnp_param_dtype
+            )
+        )
+        self.layers = nnx.List([Block(c, rngs=rngs) for _ in range(c.num_layers)])
+        self.norm = RMSNorm(
+            c.hidden_size, eps=c.rms_norm_eps, param_dtype=c.jnp_param_dtype, dtype=c.jnp_dtype
+        )
+        self.lm_head = (
+            None
+            if c.tie_word_embeddings
+            else nnx.Param(
+                jax.nn.initializers.normal(0.02)(
+                    rngs.params(), (c.hidden_size, c.vocab_size), c.jnp_param_dtype
+                )
+            )
+        )
+
+    def __call__(self, input_ids_BxT, attention_mask=None):
+        """Float32 logits [B, T, V] of a (possibly padded) batch."""
+        return self.forward(input_ids_BxT, attention_mask).logits
+
+    def output_kernel(self):
+        """The [D, V] output projection W (tied: the embedding transposed)."""
+        if self.lm_head is None:
+            return self.embed_tokens[...].T
+        return self.lm_head[...]
+
+    def logits_from_hidden(self, hidden_BxTxD):
+        """Float32 logits from final (normed) hidden states."""
+        dtype = self.config.jnp_dtype
+        return jnp.dot(
+            hidden_BxTxD.astype(dtype),
+            self.output_kernel().astype(dtype),
+            preferred_element_type=jnp.float32,
+        )
+
+    def forward(
+        self,
+        input_ids_BxT,
+        attention_mask=None,
+        *,
+        cache: KVCache | None = None,
+        return_hidden: bool = False,
+        logits: str = "all",
+        perturbation: HiddenPerturbation | None = None,
+    ) -> ModelOutput:
+        """Runs the model on T new tokens per row.
+
+        Args:
+          input_ids_BxT: int token ids.
+          attention_mask: [B, T] 1 for real tokens, 0 for padding (default all 1).
+          cache: None for a full causal pass; else a KVCache the new tokens are
+            appended to (at `cache.index`); they attend to every valid slot before them.
+          return_hidden: also return the final hidden states [B, T, D].
+          logits: "all" ([B, T, V]), "last" (only the last position, [B, 1, V];
+            for prefill with left-padded prompts) or "none".
+          perturbation: optional HiddenPerturbation hook.
+        Returns:
+          ModelOutput(logits, hidden or None, updated cache or None).
+        """
+        c = self.config
+        b, t = input_ids_BxT.shape
+        if attention_mask is None:
+            attention_mask = jnp.ones((b, t), bool)
+        mask_BxT = attention_mask.astype(bool)
+        offset_B = jnp.zeros((b,), jnp.int32) if cache is None else cache.next_pos_B
+        positions_BxT = offset_B[:, None] + jnp.cumsum(mask_BxT, axis=1, dtype=jnp.int32) - 1
+        positions_BxT = jnp.maximum(positions_BxT, 0)
+        cos, sin = rope_cos_sin(positions_BxT, jnp.asarray(rope_inv_freq(c)))
+
+        if cache is None:
+            causal_TxT = jnp.tril(jnp.ones((t, t), bool))
+            attn_mask = causal_TxT[None] & mask_BxT[:, None, :]
+        else:
+            if t > cache.length:
+                raise ValueError(f"{t} new tokens do not fit a KV cache of length {cache.length}")
+            valid_BxS = jax.lax.dynamic_update_slice(cache.valid_BxS, mask_BxT, (0, cache.index))
+            slot_S = jnp.arange(cache.length)
+            query_slot_T = cache.index + jnp.arange(t)
+            causal_TxS = slot_S[None, :] <= query_slot_T[:, None]
+            attn_mask = causal_TxS[None] & valid_BxS[:, None, :]
+
+        x = jnp.take(self.embed_tokens[...], input_ids_BxT, axis=0).astype(c.jnp_dtype)
+        new_k, new_v = [], []
+        pert_layer = None
+        if perturbation is not None:
+            pert_layer = perturbation.layer % c.num_layers
+        for i, block in enumerate(self.layers):
+            kv = None if cache is None else (cache.k[i], cache.v[i])
+            x, kv = block(x, cos, sin, attn_mask, kv, None if cache is None else cache.index)
+            if cache is not None:
+                new_k.append(kv[0])
+                new_v.append(kv[1])
+            if i == pert_layer:
+                x = _perturb(x, perturbation)
+        hidden = self.norm(x)
+
+        out_logits = None
+        if logits == "all":
+            out_logits = self.logits_from_hidden(hidden)
+        elif logits == "last":
+            out_logits = self.logits_from_hidden(hidden[:, -1:])
+        elif logits != "none":
+            raise ValueError(f"logits={logits!r}; choose 'all', 'last' or 'none'")
+        new_cache = None
+        if cache is not None:
+            new_cache = KVCache(
+                k=tuple(new_k),
+                v=tuple(new_v),
+                valid_BxS=valid_BxS,
+                next_pos_B=cache.next_pos_B + mask_BxT.sum(axis=1, dtype=jnp.int32),
+                index=cache.index + t,
+            )
+        return ModelOutput(out_logits, hidden if return_hidden else None, new_cache)
+
+
+def _perturb(x_BxTxD, perturbation: HiddenPerturbation):
+    noise = perturbation.noise_BxTxD.astype(jnp.float32)
+    if perturbation.relative_to_rms:
+        x32 = x_BxTxD.astype(jnp.float32)
+        noise = noise * jnp.sqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True))
+    return (x_BxTxD.astype(jnp.float32) + noise).astype(x_BxTxD.dtype)
+
+
+def init_model(config: ModelConfig, seed: int = 0) -> Transformer:
+    """A randomly initialised model (HF-style N(0, 0.02) weights)."""
+    return Transformer(config, rngs=nnx.Rngs(seed))
+
+
+def abstract_model(config: ModelConfig) -> Transformer:
+    """The model with ShapeDtypeStruct leaves: structure without allocation."""
+    return nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))

@@ -1,0 +1,37 @@
+"""rlvr_jax: JAX-native reinforcement learning with verifiable rewards."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="rlvr_jax",
+    version="0.1.0",
+    description="JAX/TPU-native research codebase for RL with verifiable rewards on language models.",
+    python_requires=">=3.10",
+    packages=find_packages(include=["rlvr_jax", "rlvr_jax.*"]),
+    install_requires=[
+        "jax>=0.6",
+        "flax>=0.12",
+        "optax>=0.2.4",
+        "orbax-checkpoint>=0.11",
+        "grain>=0.2.10",
+        "sentencepiece>=0.2",
+        "ml-collections>=1.0",
+        "absl-py>=2.0",
+        "tensorboardX>=2.6",
+        "safetensors>=0.4",
+        "tokenizers>=0.20",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-xdist>=3",
+            "chex>=0.1.88",
+            "hypothesis>=6.100",
+            "ruff>=0.6",
+            # Parity oracle only; 2.13.0 is the CPU wheel available offline here.
+            "torch==2.13.0",
+            "transformers>=4.51",
+        ],
+    },
+)
