@@ -1,0 +1,373 @@
+"""Batched group sampler with a KV cache: prefill, then one jitted `lax.while_loop` decode.
+
+Layout of every returned batch (the trainer's layout, see DESIGN.md): row b is
+`[left-padded context | generated region]` of length L = P + N, where P is the
+context length rounded up to a bucket and N = max_new_tokens. The context is
+the prompt, then (optionally) forced tokens: a given prefix (branching from a
+node of an earlier rollout, entrance-prefix grafts) or, in multi-turn
+continuation, earlier turns and environment observations.
+
+Masks: `prompt_mask` (the prompt), `response_mask` (tokens the policy sampled:
+what the loss trains on), `attention_mask` (every real token). Forced tokens are
+`attention_mask & ~prompt_mask & ~response_mask`.
+
+Compilation: one program per (batch size, context bucket, N, noise layer).
+Temperature, top-k, top-p and stop tokens are data and never recompile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rlvr_jax.models.transformer import HiddenPerturbation, KVCache, Transformer
+from rlvr_jax.sampling.step import sample_step
+
+_MAX_STOP_IDS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. All fields but `max_new_tokens`/`n` are runtime data.
+
+    Attributes:
+      temperature: 0 = greedy.
+      top_k: keep the k most likely tokens (0 = off).
+      top_p: nucleus mass (1 = off).
+      max_new_tokens: N, the decode budget (static: sets buffer shapes).
+      stop_token_ids: sampling one of these ends the row (it is kept in the response).
+      n: samples per prompt (one group per prompt, rows grouped consecutively).
+      prompt_noise_sigma: NC-GRPO latent noise (units of hidden RMS) added to
+        context positions at `prompt_noise_layer` during prefill, for the rows
+        where `noise_rows` (a per-row bool list passed to `sample`) is set.
+      prompt_noise_layer: block after which the noise is added (-1 = last).
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+    stop_token_ids: tuple[int, ...] = ()
+    n: int = 1
+    prompt_noise_sigma: float = 0.0
+    prompt_noise_layer: int = -1
+
+    def __post_init__(self):
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0 or self.max_new_tokens < 1 or self.n < 1:
+            raise ValueError(f"invalid top_k/max_new_tokens/n in {self}")
+        if len(self.stop_token_ids) > _MAX_STOP_IDS:
+            raise ValueError(f"at most {_MAX_STOP_IDS} stop tokens, got {self.stop_token_ids}")
+
+
+@dataclasses.dataclass
+class Rollout:
+    """Sampled sequences on the host (NumPy), in the trainer's [B, L] layout.
+
+    `logps`, `sampling_logps` and `entropy` are aligned like the scoring
+    interface: entry t belongs to token t; they are 0 outside `response_mask`.
+    """
+
+    tokens: np.ndarray  # [B, L] int32
+    attention_mask: np.ndarray  # [B, L] bool
+    prompt_mask: np.ndarray  # [B, L] bool
+    response_mask: np.ndarray  # [B, L] bool
+    logps: np.ndarray  # [B, L] float32, temperature-1 model log-probs
+    sampling_logps: np.ndarray  # [B, L] float32, log-probs under the sampling distribution
+    entropy: np.ndarray  # [B, L] float32, entropy of the temperature-1 distribution
+    group: np.ndarray  # [B] int32, index of the prompt each row answers
+    stopped: np.ndarray  # [B] bool, the last turn ended with a stop token
+
+    @property
+    def forced_mask(self) -> np.ndarray:
+        return self.attention_mask & ~self.prompt_mask & ~self.response_mask
+
+    def response_tokens(self, b: int) -> list[int]:
+        """Tokens after the prompt in row b (sampled and forced, in order)."""
+        keep = self.attention_mask[b] & ~self.prompt_mask[b]
+        return self.tokens[b][keep].tolist()
+
+    def sampled_tokens(self, b: int) -> list[int]:
+        return self.tokens[b][self.response_mask[b]].tolist()
+
+
+def _bucket(length: int, minimum: int = 16) -> int:
+    """Next power of two (>= minimum): few distinct shapes, so few compiles."""
+    return max(minimum, 1 << max(0, (length - 1)).bit_length())
+
+
+class Sampler:
+    """Samples groups of rollouts from a Transformer.
+
+    Usage:
+      sampler = Sampler(model)
+      out = sampler.sample(prompts, SamplingParams(n=8, max_new_tokens=64,
+                                                   stop_token_ids=(eos,)), key)
+    Pass `state=` (an `nnx.state(model)`) to sample with updated weights without
+    rebuilding the sampler or recompiling.
+    """
+
+    def __init__(self, model: Transformer, *, pad_id: int = 0, max_length: int | None = None):
+        self.graphdef, self.state = nnx.split(model)
+        self.config = model.config
+        self.pad_id = pad_id
+        self.max_length = max_length or self.config.max_position_embeddings
+        self._generate = jax.jit(
+            functools.partial(_generate, self.graphdef),
+            static_argnames=("max_new_tokens", "noise_layer"),
+        )
+
+    # ------------------------------------------------------------------ public
+    def sample(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        key: jax.Array,
+        *,
+        prefixes: Sequence[Sequence[int]] | None = None,
+        noise_rows: Sequence[bool] | None = None,
+        state=None,
+    ) -> Rollout:
+        """Samples `params.n` continuations of every prompt.
+
+        Args:
+          prompts: token id lists, one per prompt.
+          params: SamplingParams.
+          key: PRNG key; the same key and inputs give the same rollouts.
+          prefixes: optional forced tokens per row (len = len(prompts) * n):
+            decoding continues after them; they are marked neither prompt nor
+            response.
+          noise_rows: per-row flags for NC-GRPO prompt noise (len = rows).
+          state: model state to sample with (default: the model's at construction).
+        Returns:
+          Rollout with B = len(prompts) * n rows.
+        """
+        rows = [list(p) for p in prompts for _ in range(params.n)]
+        group = np.repeat(np.arange(len(prompts), dtype=np.int32), params.n)
+        if prefixes is not None and len(prefixes) != len(rows):
+            raise ValueError(f"got {len(prefixes)} prefixes for {len(rows)} rows (prompts x n)")
+        forced = [list(p) for p in prefixes] if prefixes is not None else [[] for _ in rows]
+        roles = [[0] * len(r) + [1] * len(f) for r, f in zip(rows, forced, strict=True)]
+        contexts = [r + f for r, f in zip(rows, forced, strict=True)]
+        zeros = [np.zeros(len(c), np.float32) for c in contexts]
+        return self._run(
+            contexts, roles, zeros, zeros, zeros, group, params, key, noise_rows, state, None
+        )
+
+    def continue_rollout(
+        self,
+        rollout: Rollout,
+        observations: Sequence[Sequence[int] | None],
+        params: SamplingParams,
+        key: jax.Array,
+        *,
+        state=None,
+    ) -> Rollout:
+        """Multi-turn continuation: append observation tokens to each row and decode again.
+
+        Args:
+          rollout: the previous turn's Rollout.
+          observations: per row, environment tokens to append (masked out of
+            the response), or None for a row whose episode has ended (it is
+            carried unchanged and generates nothing). `params.n` is ignored.
+          params, key, state: as in `sample`.
+        Returns:
+          A Rollout holding every turn; earlier turns keep their log-probs.
+        """
+        if len(observations) != rollout.tokens.shape[0]:
+            raise ValueError(f"{len(observations)} observations for {rollout.tokens.shape[0]} rows")
+        contexts, roles, lps, slps, ents = [], [], [], [], []
+        for b, obs in enumerate(observations):
+            keep = rollout.attention_mask[b]
+            role = np.where(rollout.prompt_mask[b], 0, np.where(rollout.response_mask[b], 2, 1))
+            extra = list(obs or [])
+            contexts.append(rollout.tokens[b][keep].tolist() + extra)
+            roles.append(role[keep].tolist() + [1] * len(extra))
+            pad = np.zeros(len(extra), np.float32)
+            lps.append(np.concatenate([rollout.logps[b][keep], pad]))
+            slps.append(np.concatenate([rollout.sampling_logps[b][keep], pad]))
+            ents.append(np.concatenate([rollout.entropy[b][keep], pad]))
+        active = np.array([o is not None for o in observations])
+        return self._run(
+            contexts,
+            roles,
+            lps,
+            slps,
+            ents,
+            rollout.group,
+            params,
+            key,
+            None,
+            state,
+            active,
+            rollout.stopped,
+        )
+
+    # ----------------------------------------------------------------- private
+    def _run(
+        self,
+        contexts,
+        roles,
+        lps,
+        slps,
+        ents,
+        group,
+        params,
+        key,
+        noise_rows,
+        state,
+        active,
+        prev_stopped=None,
+    ):
+        cfg, n_new = self.config, params.max_new_tokens
+        longest = max((len(c) for c in contexts), default=0)
+        if not contexts or min(len(c) for c in contexts) == 0:
+            raise ValueError("every row needs at least one context token")
+        if longest + n_new > self.max_length:
+            raise ValueError(
+                f"context of {longest} tokens + max_new_tokens={n_new} exceeds the cache "
+                f"limit of {self.max_length} positions"
+            )
+        for b, c in enumerate(contexts):
+            bad = [t for t in c if not 0 <= t < cfg.vocab_size]
+            if bad:
+                raise ValueError(
+                    f"row {b}: token id {bad[0]} outside vocabulary [0, {cfg.vocab_size})"
+                )
+        bsz = len(contexts)
+        p = min(_bucket(longest), self.max_length - n_new)
+        ctx = np.full((bsz, p), self.pad_id, np.int32)
+        role = np.full((bsz, p), -1, np.int8)  # -1 pad, 0 prompt, 1 forced, 2 sampled
+        ctx_f = np.zeros((3, bsz, p), np.float32)
+        for b, c in enumerate(contexts):
+            ctx[b, p - len(c) :] = c
+            role[b, p - len(c) :] = roles[b]
+            for i, src in enumerate((lps, slps, ents)):
+                ctx_f[i, b, p - len(c) :] = src[b]
+        stop = np.full((_MAX_STOP_IDS,), -1, np.int32)
+        stop[: len(params.stop_token_ids)] = params.stop_token_ids
+        sigma = np.zeros((bsz,), np.float32)
+        if noise_rows is not None:
+            if len(noise_rows) != bsz:
+                raise ValueError(f"noise_rows has {len(noise_rows)} entries for {bsz} rows")
+            sigma[np.asarray(noise_rows, bool)] = params.prompt_noise_sigma
+        use_noise = params.prompt_noise_sigma > 0 and sigma.any()
+        done0 = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
+        gen = self._generate(
+            self.state if state is None else state,
+            jnp.asarray(ctx),
+            jnp.asarray(role >= 0),
+            key,
+            jnp.full((bsz,), params.temperature, jnp.float32),
+            jnp.full((bsz,), params.top_k, jnp.int32),
+            jnp.full((bsz,), params.top_p, jnp.float32),
+            jnp.asarray(stop),
+            jnp.asarray(sigma),
+            jnp.asarray(done0),
+            max_new_tokens=n_new,
+            noise_layer=params.prompt_noise_layer if use_noise else None,
+        )
+        tok, valid, lp, slp, ent, stopped = (np.asarray(x) for x in jax.device_get(gen))
+        sampled = role == 2
+        return Rollout(
+            tokens=np.concatenate([ctx, tok], axis=1),
+            attention_mask=np.concatenate([role >= 0, valid], axis=1),
+            prompt_mask=np.concatenate([role == 0, np.zeros_like(valid)], axis=1),
+            response_mask=np.concatenate([sampled, valid], axis=1),
+            logps=np.concatenate([np.where(sampled, ctx_f[0], 0), lp], axis=1),
+            sampling_logps=np.concatenate([np.where(sampled, ctx_f[1], 0), slp], axis=1),
+            entropy=np.concatenate([np.where(sampled, ctx_f[2], 0), ent], axis=1),
+            group=np.asarray(group, np.int32),
+            stopped=stopped if prev_stopped is None else np.where(done0, prev_stopped, stopped),
+        )
+
+
+def _generate(
+    graphdef,
+    state,
+    ctx_BxP,
+    ctx_mask_BxP,
+    key,
+    temperature_B,
+    top_k_B,
+    top_p_B,
+    stop_S,
+    sigma_B,
+    done_B,
+    *,
+    max_new_tokens: int,
+    noise_layer: int | None,
+):
+    """Prefill the context, then decode up to N tokens in one while_loop.
+
+    Returns (tokens_BxN, valid_BxN, logps_BxN, sampling_logps_BxN, entropy_BxN, stopped_B).
+    """
+    model = nnx.merge(graphdef, state)
+    bsz, p = ctx_BxP.shape
+    n = max_new_tokens
+    noise_key, sample_key = jax.random.split(key)
+    perturbation = None
+    if noise_layer is not None:
+        cfg = model.config
+        noise = jax.random.normal(noise_key, (bsz, p, cfg.hidden_size), jnp.float32)
+        noise = noise * sigma_B[:, None, None] * ctx_mask_BxP[..., None]
+        perturbation = HiddenPerturbation(noise, layer=noise_layer, relative_to_rms=True)
+    cache = KVCache.zeros(model.config, bsz, p + n)
+    out = model.forward(
+        ctx_BxP, ctx_mask_BxP, cache=cache, logits="last", perturbation=perturbation
+    )
+
+    zeros_f = jnp.zeros((bsz, n), jnp.float32)
+    init = dict(
+        step=jnp.zeros((), jnp.int32),
+        cache=out.cache,
+        logits=out.logits[:, 0],
+        done=done_B,
+        stopped=jnp.zeros((bsz,), bool),
+        tokens=jnp.zeros((bsz, n), jnp.int32),
+        valid=jnp.zeros((bsz, n), bool),
+        logps=zeros_f,
+        slogps=zeros_f,
+        entropy=zeros_f,
+    )
+
+    def cond(c):
+        return (c["step"] < n) & ~jnp.all(c["done"])
+
+    def body(c):
+        step = c["step"]
+        tok, lp, slp, ent = sample_step(
+            jax.random.fold_in(sample_key, step), c["logits"], temperature_B, top_k_B, top_p_B
+        )
+        live = ~c["done"]
+        tok = jnp.where(live, tok, 0)
+        is_stop = live & jnp.any(tok[:, None] == stop_S[None, :], axis=-1)
+
+        def put(buf, col):
+            return jax.lax.dynamic_update_slice(buf, col[:, None].astype(buf.dtype), (0, step))
+
+        nxt = model.forward(tok[:, None], live[:, None], cache=c["cache"], logits="last")
+        return dict(
+            step=step + 1,
+            cache=nxt.cache,
+            logits=nxt.logits[:, 0],
+            done=c["done"] | is_stop,
+            stopped=c["stopped"] | is_stop,
+            tokens=put(c["tokens"], tok),
+            valid=put(c["valid"], live),
+            logps=put(c["logps"], jnp.where(live, lp, 0.0)),
+            slogps=put(c["slogps"], jnp.where(live, slp, 0.0)),
+            entropy=put(c["entropy"], jnp.where(live, ent, 0.0)),
+        )
+
+    c = jax.lax.while_loop(cond, body, init)
+    return c["tokens"], c["valid"], c["logps"], c["slogps"], c["entropy"], c["stopped"]
