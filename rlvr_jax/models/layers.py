@@ -114,7 +114,7 @@ class Attention(nnx.Module):
           cos, sin: RoPE tables [B, T, H/2] for the new positions.
           mask_BxTxS: True where query t may attend key s.
           kv_cache: None (keys are the T new positions, S == T) or a (k, v)
-            pair of [B, S, K, H] buffers; the new keys are written at
+            pair of [B, K, H, S] / [B, K, S, H] buffers; the new keys are written at
             `cache_index` and attention runs over the whole buffer.
           cache_index: int32 scalar, first cache slot of the new positions.
         Returns:
@@ -128,23 +128,32 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, key = self.q_norm(q), self.k_norm(key)
         q, key = apply_rope(q, cos, sin), apply_rope(key, cos, sin)
+        # Keys are kept as [B, K, H, S] and values as [B, K, S, H]: both attention
+        # products are then plain batched matmuls with the contraction on the
+        # fast axis, several times faster on CPU than the [B, S, K, H] layout.
+        k_BxKxHxT = jnp.transpose(key, (0, 2, 3, 1))
+        v_BxKxTxH = jnp.transpose(val, (0, 2, 1, 3))
         new_cache = None
         if kv_cache is not None:
             k_buf, v_buf = kv_cache
-            start = (0, cache_index, 0, 0)
-            k_buf = jax.lax.dynamic_update_slice(k_buf, key.astype(k_buf.dtype), start)
-            v_buf = jax.lax.dynamic_update_slice(v_buf, val.astype(v_buf.dtype), start)
-            key, val, new_cache = k_buf, v_buf, (k_buf, v_buf)
-        q = q.reshape(b, t, k, n // k, h)
-        logits = jnp.einsum(
-            "btkgh,bskh->bkgts",
-            q,
-            key.astype(self.dtype),
-            preferred_element_type=jnp.float32,
+            k_buf = jax.lax.dynamic_update_slice(
+                k_buf, k_BxKxHxT.astype(k_buf.dtype), (0, 0, 0, cache_index)
+            )
+            v_buf = jax.lax.dynamic_update_slice(
+                v_buf, v_BxKxTxH.astype(v_buf.dtype), (0, 0, cache_index, 0)
+            )
+            k_BxKxHxT, v_BxKxTxH, new_cache = k_buf, v_buf, (k_buf, v_buf)
+        g = n // k
+        # Rows of each kv head's score matrix: its G query heads at every new position.
+        q_BxKxMxH = jnp.transpose(q.reshape(b, t, k, g, h), (0, 2, 1, 3, 4)).reshape(b, k, t * g, h)
+        scores = jnp.matmul(
+            q_BxKxMxH, k_BxKxHxT.astype(self.dtype), preferred_element_type=jnp.float32
         ) * (h**-0.5)
-        logits = jnp.where(mask_BxTxS[:, None, None], logits, _MASK_VALUE)
-        probs = jax.nn.softmax(logits, axis=-1).astype(self.dtype)
-        out = jnp.einsum("bkgts,bskh->btkgh", probs, val.astype(self.dtype))
+        scores = scores.reshape(b, k, t, g, -1)
+        scores = jnp.where(mask_BxTxS[:, None, :, None, :], scores, _MASK_VALUE)
+        probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype).reshape(b, k, t * g, -1)
+        out_BxKxMxH = jnp.matmul(probs, v_BxKxTxH.astype(self.dtype))
+        out = jnp.transpose(out_BxKxMxH.reshape(b, k, t, g, h), (0, 2, 1, 3, 4))
         return self.o_proj(out.reshape(b, t, n * h)), new_cache
 
 

@@ -22,7 +22,8 @@ class KVCache:
     """Decoding state: per-layer key/value buffers and which slots hold real tokens.
 
     Attributes:
-      k, v: tuples over layers of [B, S, K, H] buffers.
+      k: tuple over layers of [B, K, H, S] key buffers (S last: see Attention).
+      v: tuple over layers of [B, K, S, H] value buffers.
       valid_BxS: True at slots written with a real (non-padding) token.
       next_pos_B: position id the next real token of each row gets.
       index: int32 scalar, the next slot to write (same for every row).
@@ -37,10 +38,11 @@ class KVCache:
     @classmethod
     def zeros(cls, config: ModelConfig, batch: int, length: int, dtype=None) -> KVCache:
         dtype = dtype or config.jnp_dtype
-        shape = (batch, length, config.num_kv_heads, config.head_dim)
+        k_shape = (batch, config.num_kv_heads, config.head_dim, length)
+        v_shape = (batch, config.num_kv_heads, length, config.head_dim)
         return cls(
-            k=tuple(jnp.zeros(shape, dtype) for _ in range(config.num_layers)),
-            v=tuple(jnp.zeros(shape, dtype) for _ in range(config.num_layers)),
+            k=tuple(jnp.zeros(k_shape, dtype) for _ in range(config.num_layers)),
+            v=tuple(jnp.zeros(v_shape, dtype) for _ in range(config.num_layers)),
             valid_BxS=jnp.zeros((batch, length), bool),
             next_pos_B=jnp.zeros((batch,), jnp.int32),
             index=jnp.zeros((), jnp.int32),
