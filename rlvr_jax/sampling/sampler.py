@@ -18,7 +18,6 @@ Temperature, top-k, top-p and stop tokens are data and never recompile.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 
 import jax
@@ -112,18 +111,18 @@ class Sampler:
       sampler = Sampler(model)
       out = sampler.sample(prompts, SamplingParams(n=8, max_new_tokens=64,
                                                    stop_token_ids=(eos,)), key)
-    Pass `state=` (an `nnx.state(model)`) to sample with updated weights without
-    rebuilding the sampler or recompiling.
+    Each call samples with the model's current weights (updates made in place,
+    e.g. by an optimizer, are picked up without recompiling); pass `state=` (an
+    `nnx.state` of a model with the same structure) to sample with other weights.
     """
 
     def __init__(self, model: Transformer, *, pad_id: int = 0, max_length: int | None = None):
-        self.graphdef, self.state = nnx.split(model)
+        self.model = model
         self.config = model.config
         self.pad_id = pad_id
         self.max_length = max_length or self.config.max_position_embeddings
         self._generate = jax.jit(
-            functools.partial(_generate, self.graphdef),
-            static_argnames=("max_new_tokens", "noise_layer"),
+            _generate, static_argnames=("graphdef", "max_new_tokens", "noise_layer")
         )
 
     # ------------------------------------------------------------------ public
@@ -147,7 +146,7 @@ class Sampler:
             decoding continues after them; they are marked neither prompt nor
             response.
           noise_rows: per-row flags for NC-GRPO prompt noise (len = rows).
-          state: model state to sample with (default: the model's at construction).
+          state: model state to sample with (default: the model's current state).
         Returns:
           Rollout with B = len(prompts) * n rows.
         """
@@ -262,8 +261,9 @@ class Sampler:
             sigma[np.asarray(noise_rows, bool)] = params.prompt_noise_sigma
         use_noise = params.prompt_noise_sigma > 0 and sigma.any()
         done0 = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
+        graphdef, current = nnx.split(self.model)
         gen = self._generate(
-            self.state if state is None else state,
+            current if state is None else state,
             jnp.asarray(ctx),
             jnp.asarray(role >= 0),
             key,
@@ -273,6 +273,7 @@ class Sampler:
             jnp.asarray(stop),
             jnp.asarray(sigma),
             jnp.asarray(done0),
+            graphdef=graphdef,
             max_new_tokens=n_new,
             noise_layer=params.prompt_noise_layer if use_noise else None,
         )
@@ -292,7 +293,6 @@ class Sampler:
 
 
 def _generate(
-    graphdef,
     state,
     ctx_BxP,
     ctx_mask_BxP,
@@ -304,6 +304,7 @@ def _generate(
     sigma_B,
     done_B,
     *,
+    graphdef,
     max_new_tokens: int,
     noise_layer: int | None,
 ):
