@@ -273,6 +273,7 @@ class Sampler:
             jnp.asarray(stop),
             jnp.asarray(sigma),
             jnp.asarray(done0),
+            jnp.int32(self.pad_id),
             graphdef=graphdef,
             max_new_tokens=n_new,
             noise_layer=params.prompt_noise_layer if use_noise else None,
@@ -303,6 +304,7 @@ def _generate(
     stop_S,
     sigma_B,
     done_B,
+    pad_id,
     *,
     graphdef,
     max_new_tokens: int,
@@ -350,7 +352,7 @@ def _generate(
             jax.random.fold_in(sample_key, step), c["logits"], temperature_B, top_k_B, top_p_B
         )
         live = ~c["done"]
-        tok = jnp.where(live, tok, 0)
+        tok = jnp.where(live, tok, pad_id)
         is_stop = live & jnp.any(tok[:, None] == stop_S[None, :], axis=-1)
 
         def put(buf, col):

@@ -32,7 +32,9 @@ def filter_logits(scaled_BxV, top_k_B, top_p_B):
     in_k_BxV = rank_V[None, :] < k_B[:, None]
     probs_BxV = jax.nn.softmax(jnp.where(in_k_BxV, sorted_BxV, -jnp.inf), axis=-1)
     mass_before_BxV = jnp.cumsum(probs_BxV, axis=-1) - probs_BxV
-    keep_BxV = in_k_BxV & ((mass_before_BxV < top_p_B[:, None]) | (rank_V[None, :] == 0))
+    # p >= 1 must disable top-p exactly: float32 cumulative mass reaches 1.0 early.
+    in_p_BxV = (mass_before_BxV < top_p_B[:, None]) | (top_p_B[:, None] >= 1.0)
+    keep_BxV = in_k_BxV & (in_p_BxV | (rank_V[None, :] == 0))
     num_keep_B = keep_BxV.sum(axis=-1)
     threshold_B = jnp.take_along_axis(sorted_BxV, (num_keep_B - 1)[:, None], axis=-1)
     return jnp.where(scaled_BxV >= threshold_B, scaled_BxV, -jnp.inf)
