@@ -1,4 +1,4 @@
-"""Decoder-only transformers (Qwen3, Qwen2/2.5, Llama 3.x), LoRA, value heads and HF checkpoint I/O."""
+"""Decoder-only transformers (Qwen3, Qwen2/2.5, Llama 3.x), LoRA, value heads, HF checkpoints."""
 
 from rlvr_jax.models.checkpoint import load_config, load_pretrained, save_pretrained
 from rlvr_jax.models.config import ModelConfig

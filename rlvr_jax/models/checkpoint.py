@@ -116,10 +116,9 @@ def load_config(path: str, *, dtype=jnp.float32, compute_dtype=None) -> ModelCon
         raise FileNotFoundError(f"{path}: no config.json")
     param_dtype = _DTYPE_NAMES[jnp.dtype(dtype).type]
     compute = _DTYPE_NAMES[jnp.dtype(compute_dtype or dtype).type]
+    hf = _read_json(cfg_path)
     try:
-        return ModelConfig.from_hf_dict(
-            _read_json(cfg_path), param_dtype=param_dtype, dtype=compute
-        )
+        return ModelConfig.from_hf_dict(hf, param_dtype=param_dtype, dtype=compute)
     except ValueError as e:
         raise ValueError(f"{cfg_path}: {e}") from None
 
@@ -175,6 +174,20 @@ def load_pretrained(
     return nnx.merge(graphdef, state), config
 
 
+def _remove_weights(path: str) -> None:
+    """Deletes config.json and every weight file of an earlier save in `path`."""
+    index = os.path.join(path, _INDEX)
+    names = {_SINGLE, _INDEX, "config.json"}
+    if os.path.exists(index):
+        try:
+            names |= set(_read_json(index).get("weight_map", {}).values())
+        except ValueError:
+            pass  # a corrupt index is replaced anyway
+    for name in names:
+        if os.path.exists(os.path.join(path, name)):
+            os.remove(os.path.join(path, name))
+
+
 def save_pretrained(
     model: Transformer, config: ModelConfig, path, *, max_shard_bytes: int = 4 * 2**30
 ) -> None:
@@ -212,6 +225,7 @@ def save_pretrained(
         size += nbytes
     shards.append(current)
     meta = {"format": "pt"}
+    _remove_weights(path)  # a stale layout must never shadow the new weights
     if len(shards) == 1:
         write_safetensors_lazy(os.path.join(path, _SINGLE), shards[0], produce, meta)
     else:
@@ -223,8 +237,6 @@ def save_pretrained(
         total = sum(int(np.prod(s)) * d.itemsize for d, s in specs.values())
         with open(os.path.join(path, _INDEX), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
-        if os.path.exists(os.path.join(path, _SINGLE)):
-            os.remove(os.path.join(path, _SINGLE))
     # config.json last: a directory with a config always has complete weights.
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(hf_cfg, f, indent=2)

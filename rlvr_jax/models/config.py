@@ -61,7 +61,7 @@ class ModelConfig:
     num_kv_heads: int
     head_dim: int
     rope_theta: float = 10000.0
-    rope_scaling: dict | None = None
+    rope_scaling: tuple | None = None  # given as a dict; stored as sorted items (hashable)
     rms_norm_eps: float = 1e-6
     qk_norm: bool = False
     qkv_bias: bool = False
@@ -88,11 +88,16 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ValueError(f"head_dim={self.head_dim} must be even for RoPE")
+        if isinstance(self.rope_scaling, dict):
+            # Configs are static jit arguments, so every field must be hashable.
+            object.__setattr__(self, "rope_scaling", tuple(sorted(self.rope_scaling.items())))
         if self.rope_scaling is not None:
-            kind = self.rope_scaling.get("rope_type", self.rope_scaling.get("type"))
+            scaling = dict(self.rope_scaling)
+            kind = scaling.get("rope_type", scaling.get("type"))
             if kind not in ("linear", "llama3", "default"):
                 raise ValueError(
-                    f"rope_scaling type {kind!r} is not supported; supported: default, linear, llama3"
+                    f"rope_scaling type {kind!r} is not supported; "
+                    "supported: default, linear, llama3"
                 )
 
     @property
@@ -137,19 +142,24 @@ class ModelConfig:
         """
         model_type = hf.get("model_type")
         if model_type not in _FAMILIES:
-            raise ValueError(
-                f"config.json: unknown model_type {model_type!r}; supported: {sorted(_FAMILIES)}"
-            )
+            raise ValueError(f"unknown model_type {model_type!r}; supported: {sorted(_FAMILIES)}")
         if hf.get("use_sliding_window"):
-            raise ValueError("config.json: use_sliding_window=true is not supported")
+            raise ValueError("use_sliding_window=true is not supported")
         if hf.get("mlp_bias"):
-            raise ValueError("config.json: mlp_bias=true is not supported")
+            raise ValueError("mlp_bias=true is not supported")
         act = hf.get("hidden_act", "silu")
         if act != "silu":
-            raise ValueError(f"config.json: hidden_act={act!r} is not supported (only 'silu')")
-        for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"):
+            raise ValueError(f"hidden_act={act!r} is not supported (only 'silu')")
+        required = (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+        )
+        for key in required:
             if key not in hf:
-                raise ValueError(f"config.json: missing field {key!r}")
+                raise ValueError(f"missing field {key!r}")
         # transformers>=5 moved rope settings into `rope_parameters`; older
         # checkpoints (every released Qwen/Llama) keep rope_theta/rope_scaling.
         rope = dict(hf.get("rope_parameters") or {})
@@ -170,7 +180,7 @@ class ModelConfig:
             num_kv_heads=hf.get("num_key_value_heads") or num_heads,
             head_dim=hf.get("head_dim") or hf["hidden_size"] // num_heads,
             rope_theta=float(theta),
-            rope_scaling=dict(scaling) if scaling else None,
+            rope_scaling=scaling or None,
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
             qk_norm=_FAMILIES[model_type]["qk_norm"],
             # Qwen2 always has q/k/v bias; Llama/Qwen3 follow attention_bias.
@@ -238,9 +248,9 @@ def rope_inv_freq(config: ModelConfig) -> np.ndarray:
     """
     h = config.head_dim
     inv = 1.0 / (config.rope_theta ** (np.arange(0, h, 2, dtype=np.float64) / h))
-    scaling = config.rope_scaling
-    if not scaling:
+    if not config.rope_scaling:
         return inv.astype(np.float32)
+    scaling = dict(config.rope_scaling)
     kind = scaling.get("rope_type", scaling.get("type"))
     if kind == "linear":
         inv = inv / scaling["factor"]

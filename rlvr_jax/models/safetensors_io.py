@@ -71,6 +71,8 @@ class SafetensorsFile:
                 raise ValueError(
                     f"{self.path}: tensor {name!r} has a malformed or unsupported entry {info!r}"
                 ) from None
+            if any(d < 0 for d in shape):
+                raise ValueError(f"{self.path}: tensor {name!r} has a negative dimension {shape}")
             nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             if not (0 <= begin <= end <= data_size) or end - begin != nbytes:
                 raise ValueError(
@@ -138,14 +140,21 @@ def write_safetensors_lazy(path, specs: dict, produce, metadata: dict | None = N
     blob = json.dumps(header, separators=(",", ":")).encode()
     blob += b" " * (-len(blob) % 8)
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(blob)))
-        f.write(blob)
-        for name, (dtype, shape) in specs.items():
-            arr = np.ascontiguousarray(produce(name))
-            if arr.dtype != np.dtype(dtype) or tuple(arr.shape) != tuple(shape):
-                raise ValueError(
-                    f"{path}: tensor {name!r} is {arr.dtype}{arr.shape}, expected {dtype}{tuple(shape)}"
-                )
-            f.write(arr.tobytes())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(struct.pack("<Q", len(blob)))
+            f.write(blob)
+            for name, (dtype, shape) in specs.items():
+                arr = np.asarray(produce(name))
+                if arr.dtype != np.dtype(dtype) or tuple(arr.shape) != tuple(shape):
+                    raise ValueError(
+                        f"{path}: tensor {name!r} is {arr.dtype}{arr.shape}, "
+                        f"expected {dtype}{tuple(shape)}"
+                    )
+                f.write(arr.tobytes(order="C"))
+    except BaseException:
+        # Never leave a partial file behind; the file under the real name is untouched.
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
     os.replace(tmp, path)
