@@ -5,7 +5,7 @@ from setuptools import find_packages, setup
 setup(
     name="rlvr_jax",
     version="0.1.0",
-    description="JAX/TPU-native research codebase for RL with verifiable rewards on language models.",
+    description="JAX/TPU-native RL with verifiable rewards for language models.",
     python_requires=">=3.10",
     packages=find_packages(include=["rlvr_jax", "rlvr_jax.*"]),
     install_requires=[
