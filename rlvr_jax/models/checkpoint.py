@@ -1,8 +1,8 @@
 """Hugging Face checkpoint I/O: config.json + model.safetensors (single or sharded).
 
 `load_pretrained(path)` picks the architecture from `model_type`, maps every
-parameter to its transformers tensor name, and fills it from a memory-mapped
-file one tensor at a time (host memory: the params plus about one tensor).
+parameter to its transformers tensor name, and reads it from the file one
+tensor at a time (host memory: the params plus about one tensor).
 `save_pretrained(model, config, path)` writes the same layout back, so
 transformers' `AutoModelForCausalLM.from_pretrained(path)` loads it.
 """
@@ -158,7 +158,7 @@ def load_pretrained(
                 f"config.json implies {want}"
             )
         arr = raw.T if transpose else raw
-        # One tensor is materialised at a time; the memmap pages are dropped after.
+        # One tensor is resident at a time besides the params.
         leaves.append(var.replace(jnp.asarray(np.asarray(arr, dtype=var.dtype))))
         used.add(name)
     extra = source.names() - used

@@ -1,9 +1,8 @@
-"""Minimal safetensors reader/writer on NumPy memory maps.
+"""Minimal safetensors reader/writer, one tensor at a time.
 
-Why our own: reading through a memory map touches one tensor at a time, so
-loading never holds a second copy of the checkpoint; bfloat16 maps onto
-ml_dtypes without going through torch; and every malformed file gets an error
-that names the file and the tensor.
+Why our own: tensors are read one at a time, so loading never holds a second
+copy of the checkpoint; bfloat16 maps onto ml_dtypes without going through
+torch; and every malformed file gets an error that names the file and tensor.
 
 Format: 8-byte little-endian header length N, N bytes of JSON
 {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
@@ -37,7 +36,7 @@ _MAX_HEADER = 100 * 1024 * 1024
 
 
 class SafetensorsFile:
-    """Read-only view of one .safetensors file; tensors are memory-mapped on demand."""
+    """Index of one .safetensors file; tensors are read on demand."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
@@ -80,7 +79,6 @@ class SafetensorsFile:
                     f"shape {shape} {info['dtype']} or the file size (truncated file?)"
                 )
             self._entries[name] = (dtype, shape, begin)
-        self._mmap = None
 
     def keys(self) -> list[str]:
         return list(self._entries)
@@ -92,16 +90,18 @@ class SafetensorsFile:
         return self._entries[name][1]
 
     def get(self, name: str) -> np.ndarray:
-        """The tensor as a read-only array backed by the file (no copy)."""
+        """The tensor as a fresh array, read from the file on its own.
+
+        Reading (not memory-mapping) each tensor means only the tensor being
+        converted is resident: a whole mapped file would stay in this process's
+        resident set until every tensor had been touched.
+        """
         if name not in self._entries:
             raise KeyError(f"{self.path}: no tensor named {name!r}")
         dtype, shape, begin = self._entries[name]
-        if self._mmap is None:
-            self._mmap = np.memmap(self.path, dtype=np.uint8, mode="r")
         count = int(np.prod(shape, dtype=np.int64))
-        start = self._data_start + begin
-        buf = self._mmap[start : start + count * dtype.itemsize]
-        return buf.view(dtype).reshape(shape)
+        arr = np.fromfile(self.path, dtype=dtype, count=count, offset=self._data_start + begin)
+        return arr.reshape(shape)
 
 
 def write_safetensors(path, tensors: dict[str, np.ndarray], metadata: dict | None = None) -> None:
