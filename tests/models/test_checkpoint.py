@@ -7,7 +7,6 @@ are compared with transformers' in one test (qwen3 by default, every family
 under `-m slow`).
 """
 
-import dataclasses
 import json
 import os
 import re
@@ -24,36 +23,12 @@ from flax import nnx
 from rlvr_jax.models import abstract_model, load_config, load_pretrained, save_pretrained
 from rlvr_jax.models.layers import LoRA
 from rlvr_jax.models.safetensors_io import SafetensorsFile, write_safetensors
-from rlvr_jax.testing import make_hf_checkpoint, tiny_config
+from rlvr_jax.testing import tiny_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 FAMILIES = ("qwen3", "qwen2", "llama")
-
-
-@dataclasses.dataclass
-class Checkpoint:
-    path: str
-    torch_model: object
-    model: object
-    config: object
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    """family -> Checkpoint; each family's checkpoint is made once per module."""
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            path = str(tmp_path_factory.mktemp(family))
-            torch_model = make_hf_checkpoint(path, tiny_config(family), seed=2)
-            model, config = load_pretrained(path)
-            cache[family] = Checkpoint(path, torch_model, model, config)
-        return cache[family]
-
-    return get
 
 
 def _ids():

@@ -9,7 +9,6 @@ would compile every op for every new shape (~6 s per shape). Family-agnostic
 properties run on one family by default and on all three under `-m slow`.
 """
 
-import dataclasses
 import functools
 
 import chex
@@ -25,7 +24,7 @@ from rlvr_jax.models import (
     abstract_model,
     load_pretrained,
 )
-from rlvr_jax.testing import make_hf_checkpoint, tiny_config
+from rlvr_jax.testing import tiny_config
 
 torch = pytest.importorskip("torch")
 
@@ -38,30 +37,6 @@ CACHE_TOL = 1e-5
 def _families(fast, *rest):
     """`fast` runs by default; the other families carry the slow marker."""
     return [fast] + [pytest.param(f, marks=pytest.mark.slow) for f in rest]
-
-
-@dataclasses.dataclass
-class Checkpoint:
-    path: str
-    torch_model: object
-    model: object
-    config: object
-
-
-@pytest.fixture(scope="module")
-def ckpt(tmp_path_factory):
-    """family -> Checkpoint; each family's checkpoint is made once per module."""
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            path = str(tmp_path_factory.mktemp(family))
-            torch_model = make_hf_checkpoint(path, tiny_config(family), seed=1)
-            model, config = load_pretrained(path)
-            cache[family] = Checkpoint(path, torch_model, model, config)
-        return cache[family]
-
-    return get
 
 
 @functools.partial(nnx.jit, static_argnames=("logits",))
