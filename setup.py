@@ -8,6 +8,8 @@ setup(
     description="JAX/TPU-native RL with verifiable rewards for language models.",
     python_requires=">=3.10",
     packages=find_packages(include=["rlvr_jax", "rlvr_jax.*"]),
+    # The shipped task tokenizer and the sample math file travel with the package.
+    package_data={"rlvr_jax": ["assets/*.model", "tasks/data/*.jsonl"]},
     install_requires=[
         "jax>=0.6",
         "flax>=0.12",
@@ -21,6 +23,9 @@ setup(
         "safetensors>=0.4",
         "tokenizers>=0.20",
         "numpy>=1.26",
+        # Answer checking on real math data sets, and their parquet files.
+        "math-verify>=0.7",
+        "pyarrow>=14",
     ],
     extras_require={
         "test": [
