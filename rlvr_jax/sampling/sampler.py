@@ -116,7 +116,25 @@ class Sampler:
     `nnx.state` of a model with the same structure) to sample with other weights.
     """
 
-    def __init__(self, model: Transformer, *, pad_id: int = 0, max_length: int | None = None):
+    def __init__(
+        self,
+        model: Transformer,
+        *,
+        pad_id: int = 0,
+        max_length: int | None = None,
+        batch_multiple: int = 8,
+    ):
+        """Args:
+        model: the policy; its current weights are used at every call.
+        pad_id: token id written at padding positions.
+        max_length: longest context + generation (default: max_position_embeddings).
+        batch_multiple: rows are padded to a multiple of this with idle rows, so a
+          batch that changes size by a few rows (e.g. dynamic sampling) reuses
+          the compiled program.
+        """
+        if batch_multiple < 1:
+            raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
+        self.batch_multiple = batch_multiple
         self.model = model
         self.config = model.config
         self.pad_id = pad_id
@@ -243,10 +261,11 @@ class Sampler:
                     f"row {b}: token id {bad[0]} outside vocabulary [0, {cfg.vocab_size})"
                 )
         bsz = len(contexts)
+        rows = -(-bsz // self.batch_multiple) * self.batch_multiple  # idle rows at the end
         p = min(_bucket(longest), self.max_length - n_new)
-        ctx = np.full((bsz, p), self.pad_id, np.int32)
-        role = np.full((bsz, p), -1, np.int8)  # -1 pad, 0 prompt, 1 forced, 2 sampled
-        ctx_f = np.zeros((3, bsz, p), np.float32)
+        ctx = np.full((rows, p), self.pad_id, np.int32)
+        role = np.full((rows, p), -1, np.int8)  # -1 pad, 0 prompt, 1 forced, 2 sampled
+        ctx_f = np.zeros((3, rows, p), np.float32)
         for b, c in enumerate(contexts):
             ctx[b, p - len(c) :] = c
             role[b, p - len(c) :] = roles[b]
@@ -254,22 +273,23 @@ class Sampler:
                 ctx_f[i, b, p - len(c) :] = src[b]
         stop = np.full((_MAX_STOP_IDS,), -1, np.int32)
         stop[: len(params.stop_token_ids)] = params.stop_token_ids
-        sigma = np.zeros((bsz,), np.float32)
+        sigma = np.zeros((rows,), np.float32)
         if noise_rows is not None:
             if len(noise_rows) != bsz:
                 raise ValueError(f"noise_rows has {len(noise_rows)} entries for {bsz} rows")
-            sigma[np.asarray(noise_rows, bool)] = params.prompt_noise_sigma
+            sigma[:bsz][np.asarray(noise_rows, bool)] = params.prompt_noise_sigma
         use_noise = params.prompt_noise_sigma > 0 and sigma.any()
-        done0 = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
+        done0 = np.ones((rows,), bool)
+        done0[:bsz] = False if active is None else ~np.asarray(active, bool)
         graphdef, current = nnx.split(self.model)
         gen = self._generate(
             current if state is None else state,
             jnp.asarray(ctx),
             jnp.asarray(role >= 0),
             key,
-            jnp.full((bsz,), params.temperature, jnp.float32),
-            jnp.full((bsz,), params.top_k, jnp.int32),
-            jnp.full((bsz,), params.top_p, jnp.float32),
+            jnp.full((rows,), params.temperature, jnp.float32),
+            jnp.full((rows,), params.top_k, jnp.int32),
+            jnp.full((rows,), params.top_p, jnp.float32),
             jnp.asarray(stop),
             jnp.asarray(sigma),
             jnp.asarray(done0),
@@ -278,7 +298,8 @@ class Sampler:
             max_new_tokens=n_new,
             noise_layer=params.prompt_noise_layer if use_noise else None,
         )
-        tok, valid, lp, slp, ent, stopped = (np.asarray(x) for x in jax.device_get(gen))
+        tok, valid, lp, slp, ent, stopped = (np.asarray(x)[:bsz] for x in jax.device_get(gen))
+        ctx, role, ctx_f, done0 = ctx[:bsz], role[:bsz], ctx_f[:, :bsz], done0[:bsz]
         sampled = role == 2
         return Rollout(
             tokens=np.concatenate([ctx, tok], axis=1),

@@ -224,6 +224,19 @@ def test_sampling_knobs_and_prompt_lengths_do_not_recompile(sampler):
     assert sampler._generate._cache_size() == size
 
 
+def test_batch_sizes_within_a_row_bucket_share_one_program(sampler, ref, model):
+    # Rows are padded to a multiple of 8 with idle rows: 1..8 rows reuse one program,
+    # and the idle rows never leak into the result.
+    sampler.sample(PROMPTS4, GREEDY, jax.random.key(0))
+    size = sampler._generate._cache_size()
+    want4, _ = argmax_decode(ref, nnx.state(model), PROMPTS4)
+    for rows in (1, 3, 7, 8):
+        r = sampler.sample((PROMPTS4 * 2)[:rows], GREEDY, jax.random.key(0))
+        assert r.tokens.shape[0] == rows
+        assert [r.sampled_tokens(b) for b in range(rows)] == (want4 * 2)[:rows]
+    assert sampler._generate._cache_size() == size
+
+
 def test_updated_state_without_recompiling(sampler, ref, model):
     model2 = _sharpen(init_model(CFG, seed=1))
     state2 = nnx.state(model2)
