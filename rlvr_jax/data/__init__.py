@@ -9,20 +9,32 @@ In an orbax CheckpointManager the iterator is the item
 `IteratorSave(batches)` / `IteratorRestore(fresh_batches)` (grain's handler).
 """
 
-from rlvr_jax.data.checkpoint import (
-    IteratorHandler,
-    IteratorRestore,
-    IteratorSave,
-    restore_iterator_state,
-    save_iterator_state,
-)
-from rlvr_jax.data.pipeline import (
-    DEFAULT_READ_OPTIONS,
-    PromptBatch,
-    PromptBatchIterator,
-    prompt_batches,
-)
-from rlvr_jax.data.sources import RECORD_FIELDS, JsonlSource, TaskSource, metadata_json
+import importlib
+
+# Exports resolve on first use: `rlvr_jax.data.vocab` (the tokenizer) must not pay
+# for importing grain and orbax, which the pipeline modules need.
+_EXPORTS = {
+    "IteratorHandler": "checkpoint",
+    "IteratorRestore": "checkpoint",
+    "IteratorSave": "checkpoint",
+    "restore_iterator_state": "checkpoint",
+    "save_iterator_state": "checkpoint",
+    "DEFAULT_READ_OPTIONS": "pipeline",
+    "PromptBatch": "pipeline",
+    "PromptBatchIterator": "pipeline",
+    "prompt_batches": "pipeline",
+    "RECORD_FIELDS": "sources",
+    "JsonlSource": "sources",
+    "TaskSource": "sources",
+    "metadata_json": "sources",
+}
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"rlvr_jax.data.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'rlvr_jax.data' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_READ_OPTIONS",
