@@ -1,0 +1,146 @@
+"""Evaluation of a policy on a verifiable task: the unbiased pass@k and sampled rewards.
+
+`evaluate_task` renders each problem's prompt with the tokenizer's chat
+template, samples `n_samples` responses per prompt with the `Sampler`, cuts
+each at its first stop token, decodes it and scores it with `task.verify`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.tasks.base import CORRECT, Task
+from rlvr_jax.tokenizers import Tokenizer
+from rlvr_jax.train.sft import encode_prompt
+
+
+def _pass_at_k_one(n: int, c: int, k: int) -> float:
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(
+            f"need 0 <= num_correct <= num_samples and 1 <= k <= n; got {n=} {c=} {k=}"
+        )
+    if n - c < k:
+        return 1.0
+    # C(n-c, k) / C(n, k) = prod_{i=n-c+1}^{n} (1 - k / i): no huge binomials.
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
+
+
+def pass_at_k(num_samples, num_correct, k: int):
+    """Unbiased pass@k estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021).
+
+    Computed as a product of ratios, so it is stable for any n.
+
+    Args:
+      num_samples: n, samples drawn per problem (int or array of ints).
+      num_correct: c, how many of them were correct (same shape as n).
+      k: the k of pass@k, 1 <= k <= n.
+    Returns:
+      float (or float64 array of num_correct's shape): the probability that at
+      least one of k samples drawn without replacement from the n is correct.
+    """
+    n_arr, c_arr = np.broadcast_arrays(np.asarray(num_samples), np.asarray(num_correct))
+    out = np.array(
+        [
+            _pass_at_k_one(int(n), int(c), k)
+            for n, c in zip(n_arr.ravel(), c_arr.ravel(), strict=True)
+        ],
+        np.float64,
+    ).reshape(n_arr.shape)
+    return float(out) if out.ndim == 0 else out
+
+
+def _cut_at_stop(ids: list[int], stop_ids: tuple[int, ...]) -> list[int]:
+    for j, t in enumerate(ids):
+        if t in stop_ids:
+            return ids[:j]
+    return ids
+
+
+def evaluate_task(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    task: Task,
+    *,
+    split: str = "test",
+    num_problems: int = 64,
+    n_samples: int = 8,
+    temperature: float = 1.0,
+    max_new_tokens: int = 64,
+    seed: int = 0,
+    prompts_per_batch: int = 32,
+    start: int = 0,
+) -> dict[str, Any]:
+    """Samples and verifies `n_samples` responses for each of `num_problems` problems.
+
+    Args:
+      model: the policy.
+      tokenizer: renders prompts (chat template), gives stop ids, decodes responses.
+      task: a verifiable task; problems are `task.problem(start + i, split)`.
+      split: problem split.
+      num_problems: how many problems.
+      n_samples: n, responses per problem (pass@k is reported for k = 1 and n).
+      temperature: sampling temperature (0 = greedy).
+      max_new_tokens: decode budget per response (a response cut off by it is
+        scored as written).
+      seed: PRNG seed; the same seed gives the same samples.
+      prompts_per_batch: prompts sampled together (rows = this * n_samples).
+      start: index of the first problem.
+    Returns:
+      dict with "pass@1" and f"pass@{n}" (means of the unbiased estimator over
+      problems), "mean_reward", "reasons" (reason -> count over all samples),
+      "num_correct" (per problem), "num_problems", "n_samples",
+      "mean_response_tokens" and "stopped_fraction" (responses that ended with a
+      stop token), plus one example response in "example".
+    """
+    stop_ids = tokenizer.stop_ids
+    params = SamplingParams(
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        stop_token_ids=stop_ids,
+        n=n_samples,
+    )
+    pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
+    sampler = Sampler(model, pad_id=pad_id)
+    problems = task.problems(num_problems, split, start=start)
+    key = jax.random.PRNGKey(seed)
+    num_correct, rewards, lengths, stopped = [], [], [], []
+    reasons: Counter[str] = Counter()
+    example = None
+    for lo in range(0, num_problems, prompts_per_batch):
+        chunk = problems[lo : lo + prompts_per_batch]
+        prompts = [encode_prompt(tokenizer, p.prompt) for p in chunk]
+        rollout = sampler.sample(prompts, params, jax.random.fold_in(key, lo))
+        for g, problem in enumerate(chunk):
+            correct = 0
+            for b in range(g * n_samples, (g + 1) * n_samples):
+                ids = _cut_at_stop(rollout.sampled_tokens(b), stop_ids)
+                text = tokenizer.decode(ids)
+                verdict = task.verify(problem, text)
+                reasons[verdict.reason] += 1
+                rewards.append(verdict.reward)
+                correct += verdict.reason == CORRECT
+                lengths.append(int(rollout.response_mask[b].sum()))
+                stopped.append(bool(rollout.stopped[b]))
+                if example is None:
+                    example = dict(prompt=problem.prompt, response=text, reason=verdict.reason)
+            num_correct.append(correct)
+    out = {
+        "num_problems": num_problems,
+        "n_samples": n_samples,
+        "temperature": temperature,
+        "mean_reward": float(np.mean(rewards)),
+        "reasons": dict(sorted(reasons.items())),
+        "num_correct": num_correct,
+        "mean_response_tokens": float(np.mean(lengths)),
+        "stopped_fraction": float(np.mean(stopped)),
+        "example": example,
+    }
+    for k in sorted({1, n_samples}):
+        out[f"pass@{k}"] = float(np.mean(pass_at_k(n_samples, np.asarray(num_correct), k)))
+    return out
