@@ -23,6 +23,7 @@ setup(
         "safetensors>=0.4",
         "tokenizers>=0.20",
         "numpy>=1.26",
+        "matplotlib>=3.7",
         # Answer checking on real math data sets, and their parquet files.
         "math-verify>=0.7",
         "pyarrow>=14",

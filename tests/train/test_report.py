@@ -1,0 +1,109 @@
+"""The results table and the curves PNG from metrics records."""
+
+from __future__ import annotations
+
+import io
+import re
+import struct
+
+import pytest
+
+from rlvr_jax.train.logger import MetricsLogger
+from rlvr_jax.train.report import plot_curves, read_metrics, results_table, write_report
+
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(path):
+    data = path.read_bytes()
+    assert data[:8] == _PNG_MAGIC and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def _records():
+    recs = []
+    for step in range(0, 21):
+        recs.append(dict(step=step, split="train", reward=0.3 + step / 100, kl=step / 1000))
+    recs += [
+        {"step": 0, "split": "eval", "pass@1": 0.25, "pass@8": 0.6, "avg@8": 0.25,
+         "mean_reward": 0.3125, "mean_response_tokens": 30.25},
+        {"step": 10, "split": "eval", "pass@1": 0.5, "pass@8": 0.7, "avg@8": 0.5,
+         "mean_reward": 0.5, "mean_response_tokens": 28.0},
+        {"step": 20, "split": "eval", "pass@1": 0.3125, "pass@8": 0.75, "avg@8": 0.3125,
+         "mean_reward": 0.4, "mean_response_tokens": 25.0},
+        # Step 20 evaluated again (e.g. the final eval): the last record wins.
+        {"step": 20, "split": "eval", "pass@1": 0.34375, "pass@8": 0.8, "avg@8": 0.34375,
+         "mean_reward": 0.45, "mean_response_tokens": 26.5},
+    ]  # fmt: skip
+    return recs
+
+
+def test_results_table_numbers():
+    text = results_table(_records())
+    want = (
+        "| step | pass@1 (%) | pass@8 (%) | avg@8 (%) | mean reward | response tokens |\n"
+        "|---|---|---|---|---|---|\n"
+        "| 0 (before RL) | 25.0 | 60.0 | 25.0 | 0.312 | 30.2 |\n"
+        "| 10 | 50.0 | 70.0 | 50.0 | 0.500 | 28.0 |\n"
+        "| 20 (after) | 34.4 | 80.0 | 34.4 | 0.450 | 26.5 |\n"
+        "\n"
+        "pass@1: before 25.0% → after 34.4% (+9.4 points)\n"
+        "pass@8: before 60.0% → after 80.0% (+20.0 points)\n"
+    )
+    assert text == want
+
+
+def test_results_table_missing_values_and_single_row():
+    recs = [
+        {"step": 5, "split": "eval", "pass@1": 0.5, "pass@4": 0.75},
+        {"step": 9, "split": "eval", "pass@1": 0.25, "pass@16": 0.5, "mean_reward": 0.2},
+    ]
+    lines = results_table(recs).splitlines()
+    assert lines[0] == (
+        "| step | pass@1 (%) | pass@4 (%) | pass@16 (%) | mean reward | response tokens |"
+    )
+    assert lines[2] == "| 5 | 50.0 | 75.0 | - | - | - |"  # not step 0: no "before RL"
+    assert lines[3] == "| 9 (after) | 25.0 | - | 50.0 | 0.200 | - |"
+    assert lines[5:] == ["pass@1: before 50.0% → after 25.0% (-25.0 points)"]
+    one = results_table(recs[:1])
+    assert "before" not in one and "after" not in one and "| 5 | 50.0 | 75.0 |" in one
+    assert results_table([{"step": 0, "split": "train", "reward": 1.0}]) == "(no eval records)\n"
+
+
+def test_plot_curves_writes_a_png(tmp_path):
+    path = tmp_path / "curves.png"
+    plot_curves(_records(), path)
+    width, height = _png_size(path)
+    # Four panels of 5 x 3.5 inches at 100 dpi, three per row: reward, eval pass@k, KL and
+    # (eval) response length; no entropy panel.
+    assert (width, height) == (1500, 700)
+
+
+def test_plot_curves_skips_missing_series(tmp_path):
+    only_len = [{"step": s, "split": "train", "response_len": 10 + s} for s in range(30)]
+    plot_curves(only_len, tmp_path / "a.png")
+    assert _png_size(tmp_path / "a.png") == (500, 350)  # one panel
+    plot_curves([], tmp_path / "empty.png")
+    assert _png_size(tmp_path / "empty.png") == (500, 350)
+
+
+def test_write_report_from_a_logged_run(tmp_path):
+    with MetricsLogger(tmp_path, tensorboard=False, stream=io.StringIO()) as logger:
+        for r in _records():
+            metrics = {k: v for k, v in r.items() if k not in ("step", "split")}
+            logger.log(r["step"], metrics, split=r["split"])
+    assert len(read_metrics(tmp_path / "metrics.jsonl")) == len(_records())
+    results, curves = write_report(tmp_path)
+    assert results == tmp_path / "results.md" and curves == tmp_path / "curves.png"
+    text = results.read_text()
+    assert text.startswith(f"# Results: {tmp_path.name}\n\n")
+    assert text.endswith(results_table(_records()))
+    assert curves.read_bytes()[:8] == _PNG_MAGIC
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "curves.png", "metrics.jsonl", "results.md",
+    ]  # fmt: skip
+
+
+def test_write_report_needs_metrics(tmp_path):
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path))):
+        write_report(tmp_path)
