@@ -55,7 +55,8 @@ def pass_at_k(num_samples, num_correct, k: int):
     return float(out) if out.ndim == 0 else out
 
 
-def _cut_at_stop(ids: list[int], stop_ids: tuple[int, ...]) -> list[int]:
+def cut_at_stop(ids: list[int], stop_ids: tuple[int, ...]) -> list[int]:
+    """`ids` up to (not including) the first stop token."""
     for j, t in enumerate(ids):
         if t in stop_ids:
             return ids[:j]
@@ -119,7 +120,7 @@ def evaluate_task(
         for g, problem in enumerate(chunk):
             correct = 0
             for b in range(g * n_samples, (g + 1) * n_samples):
-                ids = _cut_at_stop(rollout.sampled_tokens(b), stop_ids)
+                ids = cut_at_stop(rollout.sampled_tokens(b), stop_ids)
                 text = tokenizer.decode(ids)
                 verdict = task.verify(problem, text)
                 reasons[verdict.reason] += 1

@@ -1,0 +1,22 @@
+"""REINFORCE++ (Hu et al. 2025) on the warm-start bases.
+
+Group-mean baseline ("REINFORCE++-baseline"), then whitening of the advantages
+over the whole batch; the PPO clip surrogate with ε = 0.2 and the token-level
+loss; the KL to the initial policy as a k1 penalty in the reward (β = 0.001).
+
+Command: python -m rlvr_jax.main --config=experiments/baselines/reinforce_pp.py --workdir=runs/rpp
+Variants: `:arithmetic`, `:pulse`. Runtime here ~1.1x grpo.py's (reference forward).
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.credit.name = "reinforce_pp"
+    c.credit.reinforce_pp.baseline = "group"
+    c.credit.reinforce_pp.whiten = True
+    c.loss.name = "ppo_clip"
+    c.loss.aggregation = "token-mean"
+    c.loss.kl_reward_coef = 0.001  # β, KL in the reward
+    return apply_variant(c, variant)

@@ -1,0 +1,22 @@
+"""RLOO (Ahmadian et al. 2024, "Back to Basics") on the warm-start bases.
+
+REINFORCE with the leave-one-out baseline A_i = r_i − mean_{j≠i} r_j over the
+group of G = 8 samples; one on-policy update per batch (so the PPO ratio is 1
+and the surrogate is plain REINFORCE, as in the paper), loss summed per
+sequence and averaged over sequences.
+
+Command: python -m rlvr_jax.main --config=experiments/baselines/rloo.py --workdir=runs/rloo
+Variants: `:arithmetic`, `:pulse`. Runtime here ~ grpo.py's.
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.credit.name = "rloo"
+    c.loss.name = "ppo_clip"
+    c.loss.aggregation = "seq-mean-token-sum"  # REINFORCE on log π(y_i) = Σ_t log π(y_t)
+    c.train.num_minibatches = 1  # on-policy: one update per batch
+    c.optimizer.lr = 3e-5  # per-sequence sums are ~|y| × larger than token means
+    return apply_variant(c, variant)

@@ -1,0 +1,234 @@
+"""The RL experiment config: one locked `ml_collections.ConfigDict` with every field documented.
+
+Experiment files (`experiments/<slug>/<table>.py`) start from `default_config()`
+and change fields; the config is locked, so assigning a field that does not exist
+raises (with a "did you mean" hint) instead of being ignored. Stage choices are
+registry names (`credit.name`, `loss.name`, `select.name`, `rollout.name`); each
+registered implementation's hyperparameters live in the sub-config of the same
+name (`credit.grpo.eps`). `validate(config)` checks names and ranges and lists
+the valid choices in its errors.
+
+Symbols follow the papers: G (group size), β (KL coefficient), ε_low / ε_high
+(clip range), γ / λ (GAE).
+"""
+
+from __future__ import annotations
+
+import ml_collections
+
+from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
+
+MODEL_SOURCES = ("warm_start", "pretrained", "random")
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """The GRPO defaults on the warm-start Countdown base; locked.
+
+    Returns:
+      A locked ConfigDict (unlock with `config.unlocked()` to add fields).
+    """
+    from rlvr_jax.rl import credit, objectives  # the registries fill the sub-configs
+
+    c = ml_collections.ConfigDict()
+    c.seed = 0  # model-free randomness: prompt order, sampling, minibatch order
+
+    # --------------------------------------------------------------- policy model
+    c.model = ml_collections.ConfigDict()
+    c.model.source = "warm_start"  # one of MODEL_SOURCES
+    c.model.domain = "countdown"  # warm_start: the warm-start domain (rlvr_jax.train.warmstart)
+    c.model.role = "base"  # warm_start: "base" or "teacher"
+    c.model.path = (
+        ""  # pretrained: a Hugging Face directory (config.json + safetensors + tokenizer)
+    )
+    c.model.random_size = "tiny"  # random: "tiny" (pulse tests) — init from seed, shipped tokenizer
+
+    # ----------------------------------------------------------------------- task
+    c.task = ml_collections.ConfigDict()
+    c.task.name = "countdown"  # rlvr_jax.tasks.get(name, **options)
+    # Task options as a JSON object string (options differ per task, so they are
+    # not locked fields). Empty: the warm-start domain's options when the model is a
+    # warm start of this task, else the task's defaults.
+    c.task.options = ""
+    c.task.train_size = 50_000  # distinct train-split problems in the prompt pool
+
+    # ---------------------------------------------------------------- batch shape
+    c.data = ml_collections.ConfigDict()
+    c.data.prompts_per_step = 32  # B: prompts (groups) per RL step
+    c.data.group_size = 8  # G: rollouts per prompt
+
+    # -------------------------------------------------------------------- select
+    c.select = ml_collections.ConfigDict()
+    c.select.name = "uniform"  # "uniform" or "dynamic_sampling" (DAPO)
+    # dynamic_sampling: drop groups whose rewards are all equal and sample more
+    # prompts until B groups are kept, at most `max_rounds` sampling rounds per step.
+    c.select.max_rounds = 3
+
+    # ------------------------------------------------------------------- rollout
+    c.rollout = ml_collections.ConfigDict()
+    c.rollout.temperature = 1.0
+    c.rollout.top_p = 1.0
+    c.rollout.top_k = 0
+    c.rollout.max_new_tokens = 64  # L_max: generation budget per response
+
+    # --------------------------------------------------------------------- score
+    c.reward = ml_collections.ConfigDict()
+    c.reward.overlong_cache = 0  # DAPO soft overlong penalty: L_cache tokens (0 = off)
+    c.reward.overlong_penalty = 1.0  # its scale
+    c.reward.mask_truncated = False  # DAPO overlong filtering: truncated responses get no loss
+
+    # -------------------------------------------------------------------- credit
+    c.credit = ml_collections.ConfigDict()
+    c.credit.name = "grpo"
+    for name in credit.ESTIMATORS.names():
+        c.credit[name] = ml_collections.ConfigDict(dict(credit.ESTIMATORS.get(name).defaults))
+
+    # -------------------------------------------------------------------- update
+    c.loss = ml_collections.ConfigDict()
+    c.loss.name = "ppo_clip"  # policy surrogate
+    for name in objectives.POLICY_LOSSES.names():
+        c.loss[name] = ml_collections.ConfigDict(dict(objectives.POLICY_LOSSES.get(name).defaults))
+    c.loss.aggregation = "seq-mean-token-mean"  # one of AGGREGATION_MODES
+    c.loss.constant = 0.0  # denominator for aggregation "constant" (0: B_minibatch × L_max)
+    c.loss.kl_coef = 0.0  # β of the KL-to-reference loss term (0 = no reference model)
+    c.loss.kl_kind = "k3"  # estimator of the KL loss term
+    c.loss.kl_reward_coef = 0.0  # β of a KL penalty subtracted from rewards (k1)
+    c.loss.entropy_coef = 0.0  # entropy bonus coefficient
+    c.loss.tis_cap = 0.0  # truncated importance weight cap C for sampler/trainer mismatch (0 = off)
+    c.loss.recompute_old_logps = False  # old log-probs from a trainer forward, not the sampler
+
+    c.optimizer = ml_collections.ConfigDict()
+    c.optimizer.lr = 1e-4
+    c.optimizer.warmup_steps = 0  # in optimizer updates
+    c.optimizer.schedule = "constant"  # "constant" or "cosine" (after warm-up)
+    c.optimizer.end_lr_fraction = 0.1  # cosine: final lr / peak lr
+    c.optimizer.b1 = 0.9
+    c.optimizer.b2 = 0.99
+    c.optimizer.weight_decay = 0.0
+    c.optimizer.clip_norm = 1.0  # global gradient-norm clip (0 = off)
+
+    c.train = ml_collections.ConfigDict()
+    c.train.steps = 60  # RL steps (one rollout batch each)
+    c.train.ppo_epochs = 1  # passes over each rollout batch
+    c.train.num_minibatches = 2  # optimizer updates per pass (the batch split along prompts)
+    c.train.micro_batch_size = 0  # rows per gradient-accumulation chunk (0 = whole minibatch)
+
+    # -------------------------------------------------------------- critic (PPO)
+    c.critic = ml_collections.ConfigDict()
+    c.critic.enabled = False  # train a value model (needed by credit "gae")
+    c.critic.lr = 1e-4
+    c.critic.value_clip = 0.2  # clipped value loss range
+    c.critic.warmup_steps = 0  # RL steps that train only the critic (policy frozen)
+
+    # ---------------------------------------------------------- evaluate / output
+    c.eval = ml_collections.ConfigDict()
+    c.eval.every = 20  # RL steps between evaluations (0 = only before and after)
+    c.eval.split = "test"
+    c.eval.num_problems = 128
+    c.eval.n_samples = 8  # n: pass@1 and pass@n (unbiased), avg@n
+    c.eval.temperature = 1.0
+    c.eval.at_start = True  # evaluate the initial policy (the "before" row)
+
+    c.checkpoint = ml_collections.ConfigDict()
+    c.checkpoint.every = 20  # RL steps between checkpoints (also saved at the end)
+    c.checkpoint.keep = 2  # keep the last K checkpoints
+    c.checkpoint.export_final = True  # also write the final policy in HF format to workdir/export
+
+    c.log = ml_collections.ConfigDict()
+    c.log.tensorboard = True
+    c.log.progress_every_s = 1.0  # non-TTY consoles: at most one progress line per this many s
+
+    c.lock()
+    return c
+
+
+VARIANTS = ("countdown", "arithmetic", "pulse")
+
+
+def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.ConfigDict:
+    """Applies a shared `file.py:variant` suffix of the baseline experiments, in place.
+
+    Variants:
+      "" / "countdown": the warm-start Countdown base (the default).
+      "arithmetic": the warm-start multi-step arithmetic base on its task.
+      "pulse": a tiny random model, 2 steps of a tiny batch: does the pipeline run
+        (CI runs every baseline this way; the numbers mean nothing).
+    Returns:
+      `c`, for chaining.
+    """
+    if variant in ("", "countdown"):
+        return c
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    if variant == "arithmetic":
+        c.model.domain = c.task.name = "arithmetic"
+        return c
+    c.model.source = "random"
+    c.task.name = "arithmetic"
+    c.task.train_size = 256
+    c.data.prompts_per_step = 4
+    c.data.group_size = 4
+    c.rollout.max_new_tokens = 16
+    c.reward.overlong_cache = min(c.reward.overlong_cache, 4)
+    c.loss.constant = 0.0
+    c.train.steps = 2
+    c.train.num_minibatches = min(c.train.num_minibatches, 2)
+    c.train.micro_batch_size = 4
+    c.critic.warmup_steps = min(c.critic.warmup_steps, 1)
+    c.eval.every = 0
+    c.eval.num_problems = 4
+    c.eval.n_samples = 2
+    c.checkpoint.every = 1
+    return c
+
+
+def validate(c: ml_collections.ConfigDict) -> None:
+    """Checks choices and ranges; ValueError naming the field and the valid values."""
+    from rlvr_jax import tasks
+    from rlvr_jax.rl import credit, objectives, select
+
+    def choice(field, value, valid):
+        if value not in valid:
+            raise ValueError(f"config.{field} = {value!r}; valid: {', '.join(map(str, valid))}")
+
+    def positive(field, value, minimum=1):
+        if value < minimum:
+            raise ValueError(f"config.{field} = {value!r}; must be >= {minimum}")
+
+    choice("model.source", c.model.source, MODEL_SOURCES)
+    if c.model.source == "pretrained" and not c.model.path:
+        raise ValueError("config.model.path is required when config.model.source = 'pretrained'")
+    choice("task.name", c.task.name, tasks.names())
+    choice("select.name", c.select.name, select.SELECTORS)
+    choice("credit.name", c.credit.name, credit.ESTIMATORS.names())
+    choice("loss.name", c.loss.name, objectives.POLICY_LOSSES.names())
+    choice("loss.aggregation", c.loss.aggregation, AGGREGATION_MODES)
+    choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
+    choice("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
+    for field in ("data.prompts_per_step", "data.group_size", "train.steps", "train.ppo_epochs"):
+        positive(field, c[field.split(".")[0]][field.split(".")[1]])
+    positive("train.num_minibatches", c.train.num_minibatches)
+    positive("select.max_rounds", c.select.max_rounds)
+    positive("rollout.max_new_tokens", c.rollout.max_new_tokens)
+    if c.data.prompts_per_step % c.train.num_minibatches:
+        raise ValueError(
+            f"config.train.num_minibatches = {c.train.num_minibatches} must divide "
+            f"config.data.prompts_per_step = {c.data.prompts_per_step}"
+        )
+    rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
+    if c.train.micro_batch_size and rows % c.train.micro_batch_size:
+        raise ValueError(
+            f"config.train.micro_batch_size = {c.train.micro_batch_size} must divide the "
+            f"minibatch of {rows} rows"
+        )
+    if c.reward.overlong_cache > c.rollout.max_new_tokens:
+        raise ValueError(
+            f"config.reward.overlong_cache = {c.reward.overlong_cache} exceeds "
+            f"config.rollout.max_new_tokens = {c.rollout.max_new_tokens}"
+        )
+    if c.loss.tis_cap and not c.loss.recompute_old_logps:
+        raise ValueError(
+            "config.loss.tis_cap needs config.loss.recompute_old_logps = True (TIS compares "
+            "the trainer's log-probs with the sampler's)"
+        )
+    if c.credit.name == "gae" and not c.critic.enabled:
+        raise ValueError("config.credit.name = 'gae' needs a critic: set config.critic.enabled")

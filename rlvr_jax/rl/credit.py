@@ -1,0 +1,87 @@
+"""Credit stage: sequence rewards -> token advantages, by registry name.
+
+Every estimator has the signature
+
+  fn(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, **hp)
+      -> (adv_BxT, returns_BxT or None)
+
+`mask_BxT` is the response (loss) mask; `values_BxT` the critic's values aligned
+like the log-probs (only "gae" reads them; the others get None). The kernels
+themselves live in `rlvr_jax.core.advantages`; these wrappers only adapt them
+to the batch layout. Later token-level transforms (Cliff, OPSA, ...) chain after
+the estimator.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from rlvr_jax.core import advantages as adv_lib
+from rlvr_jax.rl.registry import Registry
+
+ESTIMATORS = Registry("advantage estimator")
+
+
+def _tokens(adv_B, mask_BxT):
+    return adv_lib.broadcast_to_tokens(adv_B, mask_BxT), None
+
+
+@ESTIMATORS.register("grpo", scale_by_std=True, eps=1e-6)
+def grpo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, scale_by_std, eps):
+    """GRPO: (r − mean_g) / (std_g + ε), Bessel std; `scale_by_std=False` drops the division."""
+    del values_BxT
+    a = adv_lib.grpo_advantages(
+        rewards_B, group_B, num_groups, scale_by_std=scale_by_std, eps=eps, valid_B=valid_B
+    )
+    return _tokens(a, mask_BxT)
+
+
+@ESTIMATORS.register("dr_grpo")
+def dr_grpo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT):
+    """Dr.GRPO: r − mean_g (pair with loss.aggregation = "constant")."""
+    del values_BxT
+    return _tokens(
+        adv_lib.dr_grpo_advantages(rewards_B, group_B, num_groups, valid_B=valid_B), mask_BxT
+    )
+
+
+@ESTIMATORS.register("rloo")
+def rloo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT):
+    """RLOO: r − mean of the other G − 1 rewards of the group."""
+    del values_BxT
+    return _tokens(
+        adv_lib.rloo_advantages(rewards_B, group_B, num_groups, valid_B=valid_B), mask_BxT
+    )
+
+
+@ESTIMATORS.register("reinforce_pp", baseline="group", whiten=True, eps=1e-6)
+def reinforce_pp(
+    rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, baseline, whiten, eps
+):
+    """REINFORCE++: optional group baseline, then whitening over the batch."""
+    del values_BxT
+    a = adv_lib.reinforce_pp_advantages(
+        rewards_B, group_B, num_groups, baseline=baseline, whiten=whiten, eps=eps, valid_B=valid_B
+    )
+    return _tokens(a, mask_BxT)
+
+
+@ESTIMATORS.register("gae", gamma=1.0, lam=0.95, whiten=True)
+def gae(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, gamma, lam, whiten):
+    """PPO's GAE(γ, λ) with the sequence reward on the last response token.
+
+    Returns advantages (whitened over the batch's response tokens when `whiten`)
+    and the critic's regression targets R_t = A_t + V_t (before whitening).
+    """
+    del group_B, num_groups
+    m = jnp.asarray(mask_BxT, bool) & jnp.asarray(valid_B, bool)[:, None]
+    # Index of each row's last response token; rows without one get no reward.
+    t = jnp.arange(m.shape[1])
+    last_B = jnp.max(jnp.where(m, t, -1), axis=1)
+    token_rewards_BxT = jnp.where(
+        t[None, :] == last_B[:, None], jnp.asarray(rewards_B)[:, None], 0.0
+    )
+    a, returns = adv_lib.gae(token_rewards_BxT, values_BxT, m, gamma=gamma, lam=lam)
+    if whiten:
+        a = adv_lib.whiten(a, m)
+    return a, returns

@@ -1,0 +1,353 @@
+"""The RL host loop: select → rollout → score → credit → update, with eval, checkpoints, logs.
+
+`train(config, workdir)` runs (or resumes) the experiment of a config from
+`rlvr_jax.rl.config` and returns its final evaluation. Per RL step:
+
+  1. select/rollout/score: sample G rollouts for each of B prompts and verify
+     them (`select.collect_groups`; DAPO dynamic sampling refills), giving a
+     fixed-shape batch (padding rows are masked out).
+  2. reference log-probs (KL), critic values (PPO) and, if configured, the old
+     log-probs recomputed by the trainer (else the sampler's are used: they
+     equal teacher forcing to ~1e-6).
+  3. credit: the configured advantage estimator.
+  4. update: `train.ppo_epochs` passes, each split into `train.num_minibatches`
+     optimizer updates (rows shuffled per pass), with gradient accumulation over
+     micro-batches of `train.micro_batch_size` rows.
+
+Everything random derives from `config.seed` and the step number, and the
+prompt iterator's position is checkpointed with the train state, so a resumed
+run repeats an uninterrupted one exactly. SIGTERM saves a checkpoint and stops;
+a non-finite loss stops the run before anything is saved (the last checkpoint
+stays the last good one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from rlvr_jax.data.pipeline import prompt_batches
+from rlvr_jax.data.sources import TaskSource
+from rlvr_jax.rl import build, credit, select
+from rlvr_jax.rl.config import validate
+from rlvr_jax.rl.critic import Critic
+from rlvr_jax.rl.rollout import Groups, sample_groups
+from rlvr_jax.rl.run_io import RunIO
+from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
+from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.train.evaluate import evaluate_task
+
+log = logging.getLogger(__name__)
+
+# Training rows are trimmed to their used columns, rounded up to this: few shapes, few compiles.
+_LENGTH_MULTIPLE = 16
+
+
+def _chunked(fn, *args, rows: int, chunk: int):
+    """fn(*args, x[i:i+chunk], ...) over row chunks of the trailing arrays, concatenated."""
+    *fixed, tokens, mask = args
+    outs = [fn(*fixed, tokens[i : i + chunk], mask[i : i + chunk]) for i in range(0, rows, chunk)]
+    return np.concatenate([np.asarray(o) for o in outs])
+
+
+class Trainer:
+    """One RL run: the models, the jitted programs and the host state between steps."""
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir: str | Path):
+        validate(config)
+        self.c = c = config
+        self.io = RunIO(workdir, config)
+        self.model, self.tokenizer = build.build_policy(c)
+        self.task = build.build_task(c)
+        self.spec = build.loss_spec(c)
+        self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
+        self.sampler = Sampler(self.model, pad_id=self.pad_id)
+        self.sampling = SamplingParams(
+            temperature=c.rollout.temperature,
+            top_p=c.rollout.top_p,
+            top_k=c.rollout.top_k,
+            max_new_tokens=c.rollout.max_new_tokens,
+            stop_token_ids=self.tokenizer.stop_ids,
+            n=c.data.group_size,
+        )
+        self.prompts = prompt_batches(
+            TaskSource(self.task, "train", size=c.task.train_size),
+            batch_size=c.data.prompts_per_step,
+            seed=c.seed,
+            group_size=c.data.group_size,
+        )
+        graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
+        self.scorer = make_scorer(graphdef)
+        # The reference policy for KL: the initial weights, frozen.
+        uses_ref = c.loss.kl_coef > 0 or c.loss.kl_reward_coef > 0
+        self.ref_params = jax.tree.map(jnp.copy, params) if uses_ref else None
+        updates = c.train.steps * c.train.ppo_epochs * c.train.num_minibatches
+        o = c.optimizer
+        optimizer = build_optimizer(
+            o.lr,
+            updates,
+            warmup_steps=o.warmup_steps,
+            schedule=o.schedule,
+            end_lr_fraction=o.end_lr_fraction,
+            b1=o.b1,
+            b2=o.b2,
+            weight_decay=o.weight_decay,
+            clip_norm=o.clip_norm,
+        )
+        critic_params = critic_opt = critic_graphdef = critic_optimizer = None
+        self.critic_rest = None
+        if c.critic.enabled:
+            trunk = nnx.merge(graphdef, jax.tree.map(jnp.copy, params), self.rest)
+            critic_graphdef, critic_params, self.critic_rest = nnx.split(
+                Critic(trunk, seed=c.seed), nnx.Param, ...
+            )
+            critic_optimizer = build_optimizer(
+                c.critic.lr, updates, b1=o.b1, b2=o.b2, clip_norm=o.clip_norm
+            )
+            critic_opt = critic_optimizer.init(critic_params)
+            self.value_fn = make_value_fn(critic_graphdef)
+        rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
+        constant = c.loss.constant or rows * c.rollout.max_new_tokens
+        kw = dict(
+            constant=constant,
+            critic_graphdef=critic_graphdef,
+            critic_optimizer=critic_optimizer,
+            value_clip=c.critic.value_clip,
+        )
+        self.update = make_update(graphdef, optimizer, self.spec, **kw)
+        self.update_critic_only = (
+            make_update(graphdef, optimizer, self.spec, train_policy=False, **kw)
+            if c.critic.enabled and c.critic.warmup_steps
+            else None
+        )
+        self.state = RLState(
+            params=jax.tree.map(jnp.copy, params),
+            opt_state=optimizer.init(params),
+            critic_params=critic_params,
+            critic_opt_state=critic_opt,
+            step=jnp.zeros((), jnp.int32),
+            rng=jax.random.PRNGKey(c.seed),
+        )
+
+    # ------------------------------------------------------------------ stages
+    def _sync_model(self) -> None:
+        """Points the sampler's model at the current weights (copies: the update donates)."""
+        nnx.update(self.model, jax.tree.map(jnp.copy, self.state.params))
+
+    def _draw(self, key):
+        def draw(r: int) -> Groups:
+            batch = next(self.prompts)
+            return sample_groups(
+                self.sampler,
+                self.tokenizer,
+                self.task,
+                batch,
+                self.sampling,
+                jax.random.fold_in(key, r),
+                overlong_cache=self.c.reward.overlong_cache,
+                overlong_penalty=self.c.reward.overlong_penalty,
+            )
+
+        return draw
+
+    def _batch(self, groups: Groups) -> dict[str, np.ndarray]:
+        """Host arrays of the training batch: masks, log-probs, rewards, advantages."""
+        c = self.c
+        g = groups.trim(_LENGTH_MULTIPLE)
+        mask = g.response_mask & g.valid[:, None]
+        if c.reward.mask_truncated:
+            mask &= g.stopped[:, None]
+        b = {
+            "tokens_BxT": g.tokens,
+            "attention_mask_BxT": g.attention_mask,
+            "mask_BxT": mask,
+            "rollout_logps_BxT": g.logps,
+        }
+        rows, chunk = len(g.tokens), self._chunk()
+        args = (g.tokens, g.attention_mask)
+        if c.loss.recompute_old_logps:
+            old = _chunked(self.scorer, self.state.params, self.rest, *args, rows=rows, chunk=chunk)
+            b["old_logps_BxT"] = np.where(mask, old, 0.0).astype(np.float32)
+        else:
+            b["old_logps_BxT"] = g.logps
+        rewards = g.rewards
+        if self.ref_params is not None:
+            ref = _chunked(self.scorer, self.ref_params, self.rest, *args, rows=rows, chunk=chunk)
+            b["ref_logps_BxT"] = np.where(mask, ref, 0.0).astype(np.float32)
+            if c.loss.kl_reward_coef:
+                kl_B = np.sum(np.where(mask, b["old_logps_BxT"] - ref, 0.0), -1)
+                rewards = rewards - c.loss.kl_reward_coef * kl_B
+        values = None
+        if c.critic.enabled:
+            values = _chunked(
+                self.value_fn,
+                self.state.critic_params,
+                self.critic_rest,
+                *args,
+                rows=rows,
+                chunk=chunk,
+            )
+            b["old_values_BxT"] = np.where(mask, values, 0.0).astype(np.float32)
+        entry = credit.ESTIMATORS.get(c.credit.name)
+        adv, returns = entry.fn(
+            rewards,
+            g.group,
+            g.valid,
+            mask,
+            num_groups=g.num_groups,
+            values_BxT=values,
+            **c.credit[c.credit.name].to_dict(),
+        )
+        b["adv_BxT"] = np.asarray(adv, np.float32)
+        if returns is not None:
+            b["returns_BxT"] = np.asarray(returns, np.float32)
+        b["rewards_B"] = rewards.astype(np.float32)
+        return b
+
+    def _chunk(self) -> int:
+        rows = self.c.data.prompts_per_step * self.c.data.group_size // self.c.train.num_minibatches
+        return self.c.train.micro_batch_size or rows
+
+    def _optimize(self, b: dict[str, np.ndarray], step: int) -> dict[str, float]:
+        """ppo_epochs × num_minibatches updates; returns the step's averaged metrics."""
+        c = self.c
+        rows = len(b["tokens_BxT"])
+        per_mb = rows // c.train.num_minibatches
+        micro = self._chunk()
+        fields = [k for k in b if k.endswith("_BxT")]
+        update = self.update
+        if self.update_critic_only is not None and step < c.critic.warmup_steps:
+            update = self.update_critic_only
+        totals: dict[str, float] = {}
+        n_updates = 0
+        for epoch in range(c.train.ppo_epochs):
+            rng = np.random.default_rng([c.seed, step, epoch])
+            perm = rng.permutation(rows)
+            for k in range(c.train.num_minibatches):
+                idx = perm[k * per_mb : (k + 1) * per_mb]
+                mb = {f: b[f][idx].reshape(per_mb // micro, micro, -1) for f in fields}
+                self.state, metrics = update(self.state, self.rest, self.critic_rest, mb)
+                for key, v in jax.device_get(metrics).items():
+                    totals[key] = totals.get(key, 0.0) + float(v)
+                n_updates += 1
+        out = {k: v / n_updates for k, v in totals.items() if not k.startswith("sum/")}
+        tokens = max(totals.get("sum/tokens", 0.0), 1.0)
+        for k, v in totals.items():
+            if k.startswith("sum/") and k != "sum/tokens":
+                out[k[4:] if k != "sum/ratio" else "ratio_mean"] = v / tokens
+        for name in ("clip_low", "clip_high", "dual_clip"):
+            if name in out:
+                out[f"{name}_frac"] = out.pop(name)
+        return out
+
+    # ---------------------------------------------------------------- evaluate
+    def evaluate(self) -> dict[str, Any]:
+        """Held-out pass@1 / pass@n / avg@n of the current policy."""
+        c = self.c
+        self._sync_model()
+        res = evaluate_task(
+            self.model,
+            self.tokenizer,
+            self.task,
+            split=c.eval.split,
+            num_problems=c.eval.num_problems,
+            n_samples=c.eval.n_samples,
+            temperature=c.eval.temperature,
+            max_new_tokens=c.rollout.max_new_tokens,
+            seed=c.seed + 1,
+        )
+        n = c.eval.n_samples
+        out = {k: res[k] for k in res if k.startswith("pass@")}
+        out[f"avg@{n}"] = float(np.mean(res["num_correct"]) / n)
+        out["mean_reward"] = res["mean_reward"]
+        out["mean_response_tokens"] = res["mean_response_tokens"]
+        return out
+
+    # --------------------------------------------------------------------- run
+    def run(self) -> dict[str, Any]:
+        """Trains to `train.steps` (resuming from the workdir) and returns the final eval."""
+        c = self.c
+        self.state, start = self.io.restore(self.state, self.prompts)
+        if start == 0 and c.eval.at_start:
+            self.io.log_eval(0, self.evaluate())
+        step = start
+        with self.io.preemption() as guard:
+            while step < c.train.steps:
+                t0 = time.perf_counter()
+                self._sync_model()
+                key = jax.random.fold_in(self.state.rng, step)
+                groups, stats = select.collect_groups(
+                    self._draw(key),
+                    num_groups=c.data.prompts_per_step,
+                    group_size=c.data.group_size,
+                    mode=c.select.name,
+                    max_rounds=c.select.max_rounds,
+                )
+                t1 = time.perf_counter()
+                batch = self._batch(groups)
+                if groups.valid.any():
+                    stats.update(self._optimize(batch, step))
+                else:
+                    log.warning("step %d: no informative group; no update", step)
+                self.state = self.state.replace(step=self.state.step + 1)
+                step += 1
+                t2 = time.perf_counter()
+                stats.update(_rollout_stats(groups, self.sampling.max_new_tokens))
+                tokens = float(groups.attention_mask[groups.valid].sum())
+                stats.update(
+                    rollout_seconds=t1 - t0,
+                    update_seconds=t2 - t1,
+                    step_seconds=t2 - t0,
+                    tokens_per_s=tokens / max(t2 - t0, 1e-9),
+                )
+                if "loss" in stats and not np.isfinite(stats["loss"]):
+                    raise FloatingPointError(
+                        f"loss is {stats['loss']} at step {step}; stopping. The last good "
+                        f"checkpoint (step {self.io.latest_step()}) is intact"
+                    )
+                self.io.log_train(step, c.train.steps, stats)
+                if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
+                    self.io.log_eval(step, self.evaluate())
+                if step % c.checkpoint.every == 0 or step == c.train.steps or guard.requested:
+                    self.io.save(step, self.state, self.prompts, stats)
+                if guard.requested:
+                    log.warning("%s received: checkpoint saved at step %d", guard.signal_name, step)
+                    return {"preempted": True, "step": step}
+        final = self.evaluate()
+        self.io.log_eval(step, final)
+        self.io.finish(self.model if c.checkpoint.export_final else None, self.tokenizer)
+        return final
+
+
+def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
+    valid = groups.valid
+    lengths = groups.lengths[valid]
+    ent = groups.entropy[valid][groups.response_mask[valid]]
+    return {
+        "response_len": float(lengths.mean()) if lengths.size else 0.0,
+        "truncated_frac": float((~groups.stopped[valid]).mean()) if lengths.size else 0.0,
+        "entropy": float(ent.mean()) if ent.size else 0.0,
+        "max_len_frac": float((lengths >= max_new_tokens).mean()) if lengths.size else 0.0,
+    }
+
+
+def train(config: ml_collections.ConfigDict, workdir: str | Path) -> dict[str, Any]:
+    """Runs (or resumes) the RL experiment of `config` in `workdir`; returns the final eval."""
+    trainer = Trainer(config, workdir)
+    try:
+        return trainer.run()
+    finally:
+        trainer.io.close()
+
+
+def summary_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=2, sort_keys=True)

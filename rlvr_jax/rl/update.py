@@ -1,0 +1,210 @@
+"""Update stage: the RL train state and one jitted optimizer update with gradient accumulation.
+
+`RLState` is the one pytree the trainer steps and checkpoints: policy params and
+optimizer state, optionally the critic's, the RL step count and the run's base
+PRNG key. `make_update` builds `update(state, rest, critic_rest, mb) -> (state,
+metrics)` for one minibatch stacked as [n_micro, rows, ...]: it computes the
+loss denominator over the whole minibatch first, accumulates the gradients of
+the micro-batches with `lax.scan` (each normalised by that global denominator,
+so the sum equals the full-minibatch gradient), then applies the optimizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx, struct
+from jax import lax
+
+from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
+from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.rl import objectives
+
+
+@struct.dataclass
+class RLState:
+    """Everything an RL run updates, as one pytree (checkpointed as a whole)."""
+
+    params: Any  # nnx.State of the policy's nnx.Param variables
+    opt_state: Any
+    critic_params: Any  # nnx.State of the critic's params, or None
+    critic_opt_state: Any  # or None
+    step: jax.Array  # int32: RL steps completed
+    rng: jax.Array  # uint32[2]: the run's base key (per-step keys are folded in)
+
+
+def build_optimizer(
+    lr: float,
+    total_updates: int,
+    *,
+    warmup_steps: int = 0,
+    schedule: str = "constant",
+    end_lr_fraction: float = 0.1,
+    b1: float = 0.9,
+    b2: float = 0.99,
+    weight_decay: float = 0.0,
+    clip_norm: float = 1.0,
+) -> optax.GradientTransformation:
+    """AdamW (decay on matrices only) with linear warm-up, then constant or cosine lr.
+
+    Args:
+      lr: peak learning rate.
+      total_updates: optimizer updates in the run (the cosine ends there).
+      warmup_steps: linear warm-up from 0, in updates.
+      schedule: "constant" or "cosine" after the warm-up.
+      end_lr_fraction: cosine's final lr as a fraction of `lr`.
+      b1, b2: Adam moment decays.
+      weight_decay: decoupled weight decay.
+      clip_norm: global gradient-norm clip (0 = off).
+    Returns:
+      The optax transformation.
+    """
+    if schedule == "cosine":
+        sched = optax.warmup_cosine_decay_schedule(
+            0.0,
+            lr,
+            max(warmup_steps, 1),
+            max(total_updates, warmup_steps + 1),
+            end_value=lr * end_lr_fraction,
+        )
+    elif schedule == "constant":
+        sched = optax.constant_schedule(lr)
+        if warmup_steps > 0:
+            warmup = optax.linear_schedule(0.0, lr, warmup_steps)
+            sched = optax.join_schedules([warmup, sched], [warmup_steps])
+    else:
+        raise ValueError(f"unknown lr schedule {schedule!r}; valid: constant, cosine")
+    adamw = optax.adamw(
+        sched,
+        b1=b1,
+        b2=b2,
+        weight_decay=weight_decay,
+        mask=lambda params: jax.tree.map(lambda p: p.ndim >= 2, params),
+    )
+    return optax.chain(optax.clip_by_global_norm(clip_norm), adamw) if clip_norm else adamw
+
+
+def make_scorer(graphdef):
+    """Jitted `(params, rest, tokens_BxT, attention_mask_BxT) -> logps_BxT` (reference / old)."""
+
+    def score(params, rest, tokens_BxT, attention_mask_BxT):
+        return token_logps(nnx.merge(graphdef, params, rest), tokens_BxT, attention_mask_BxT)
+
+    return jax.jit(score)
+
+
+def make_value_fn(critic_graphdef):
+    """Jitted `(critic_params, critic_rest, tokens_BxT, attention_mask_BxT) -> values_BxT`."""
+
+    def values(params, rest, tokens_BxT, attention_mask_BxT):
+        return nnx.merge(critic_graphdef, params, rest)(tokens_BxT, attention_mask_BxT)
+
+    return jax.jit(values)
+
+
+def _scan_grads(loss_fn, params, micro_batches):
+    """Σ over micro-batches of (loss, sums, grad of loss): one `lax.scan`."""
+
+    def body(carry, mb):
+        (loss, sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, mb)
+        acc_loss, acc_sums, acc_grads = carry
+        acc = jax.tree.map(jnp.add, (acc_loss, acc_sums, acc_grads), (loss, sums, grads))
+        return acc, None
+
+    first = jax.tree.map(lambda x: x[0], micro_batches)
+    (_, sums0), _ = jax.eval_shape(jax.value_and_grad(loss_fn, has_aux=True), params, first)
+    zeros = (
+        jnp.zeros((), jnp.float32),
+        jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), sums0),
+        jax.tree.map(jnp.zeros_like, params),
+    )
+    (loss, sums, grads), _ = lax.scan(body, zeros, micro_batches)
+    return loss, sums, grads
+
+
+def make_update(
+    graphdef,
+    optimizer: optax.GradientTransformation,
+    spec: objectives.LossSpec,
+    *,
+    constant: float = 0.0,
+    critic_graphdef=None,
+    critic_optimizer: optax.GradientTransformation | None = None,
+    value_clip: float = 0.2,
+    train_policy: bool = True,
+):
+    """One jitted optimizer update on a minibatch; `state` is donated.
+
+    Args:
+      graphdef: the policy's graphdef (`nnx.split(model, nnx.Param, ...)`).
+      optimizer: the policy optimizer.
+      spec: the policy loss.
+      constant: the denominator of aggregation "constant".
+      critic_graphdef, critic_optimizer: the critic's, or None for no critic.
+      value_clip: clipped value loss range.
+      train_policy: False updates only the critic (critic warm-up).
+    Returns:
+      `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
+      [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
+      old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, rollout_logps_BxT,
+      old_values_BxT, returns_BxT. Metrics are sums over the minibatch
+      ("sum/<name>", with "sum/tokens" to average them) plus loss, grad_norm,
+      and the critic's value_loss and critic_grad_norm.
+    """
+    with_entropy = bool(spec.entropy_coef)
+
+    def policy_loss_fn(params, rest, mb, denom):
+        model = nnx.merge(graphdef, params, rest)
+        out = token_logps(
+            model, mb["tokens_BxT"], mb["attention_mask_BxT"], with_entropy=with_entropy
+        )
+        logps, ent = out if with_entropy else (out, None)
+        return objectives.policy_loss(spec, logps, mb, denom, ent)
+
+    def critic_loss_fn(params, rest, mb, denom):
+        critic = nnx.merge(critic_graphdef, params, rest)
+        values = critic(mb["tokens_BxT"], mb["attention_mask_BxT"])
+        loss_BxT = clipped_value_loss(
+            values, mb["old_values_BxT"], mb["returns_BxT"], mb["mask_BxT"], clip=value_clip
+        )
+        loss = aggregate_with_denominator(loss_BxT, mb["mask_BxT"], "token-mean", denom)
+        return loss, {"value_loss": jnp.sum(loss_BxT)}
+
+    def update(state: RLState, rest, critic_rest, mb):
+        n, rows, t = mb["mask_BxT"].shape
+        flat_mask = mb["mask_BxT"].reshape(n * rows, t)
+        metrics = {"sum/tokens": jnp.sum(flat_mask, dtype=jnp.float32)}
+        params, opt_state = state.params, state.opt_state
+        if train_policy:
+            denom = objectives.denominator(spec, flat_mask, constant)
+            loss, sums, grads = _scan_grads(
+                lambda p, b: policy_loss_fn(p, rest, b, denom), params, mb
+            )
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            metrics.update({f"sum/{k}": v for k, v in sums.items()})
+            metrics.update(loss=loss, grad_norm=optax.tree.norm(grads))
+        critic_params, critic_opt_state = state.critic_params, state.critic_opt_state
+        if critic_graphdef is not None:
+            zeros = jnp.zeros_like(flat_mask, jnp.float32)
+            denom = aggregate(zeros, flat_mask, "token-mean")[1]
+            vloss, sums, grads = _scan_grads(
+                lambda p, b: critic_loss_fn(p, critic_rest, b, denom), critic_params, mb
+            )
+            updates, critic_opt_state = critic_optimizer.update(
+                grads, critic_opt_state, critic_params
+            )
+            critic_params = optax.apply_updates(critic_params, updates)
+            metrics.update(value_loss=vloss, critic_grad_norm=optax.tree.norm(grads))
+        new_state = state.replace(
+            params=params,
+            opt_state=opt_state,
+            critic_params=critic_params,
+            critic_opt_state=critic_opt_state,
+        )
+        return new_state, metrics
+
+    return jax.jit(update, donate_argnums=0)

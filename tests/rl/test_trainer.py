@@ -1,0 +1,168 @@
+"""End-to-end runs of the RL trainer on a tiny random model (the baselines' `:pulse` variant)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.rl.config import default_config
+
+from .test_config import BASELINES, load_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _train_lines(workdir):
+    lines = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    return [x for x in lines if x["split"] == "train"], [x for x in lines if x["split"] == "eval"]
+
+
+def _check_pulse(workdir, result):
+    train, evals = _train_lines(workdir)
+    assert [x["step"] for x in train] == [1, 2]
+    for x in train:
+        assert "loss" not in x or np.isfinite(x["loss"])
+        assert 0 <= x["pass_rate"] <= 1 and x["response_len"] > 0
+    assert [x["step"] for x in evals] == [0, 2]
+    assert 0 <= result["pass@1"] <= result["pass@2"] <= 1
+    assert (Path(workdir) / "export" / "model.safetensors").is_file()
+    assert "before RL" in (Path(workdir) / "results.md").read_text()
+    assert (Path(workdir) / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (Path(workdir) / "checkpoints").iterdir()) == ["1", "2"]
+
+
+def _parity_rewards(monkeypatch):
+    """A random model never solves a task: reward each row by the parity of its tokens instead,
+    so that groups differ and every baseline's update (and DAPO's filter) really runs."""
+    original = trainer_lib.sample_groups
+
+    def sample_groups(*args, **kwargs):
+        groups = original(*args, **kwargs)
+        tokens = np.where(groups.response_mask, groups.tokens, 0)
+        groups.rewards = (tokens.sum(-1) % 2).astype(np.float32)
+        groups.correct = groups.rewards > 0
+        return groups
+
+    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+
+
+@pytest.mark.parametrize("name", [b for b in BASELINES if b != "grpo"])
+def test_baseline_has_a_pulse(name, tmp_path, monkeypatch):
+    _parity_rewards(monkeypatch)
+    result = trainer_lib.train(load_experiment(name, "pulse"), tmp_path)
+    _check_pulse(tmp_path, result)
+    train, _ = _train_lines(tmp_path)
+    assert all(0 < x["pass_rate"] < 1 for x in train)
+    assert all(x["grad_norm"] > 0 for x in train if "loss" in x)
+    if name == "ppo":
+        assert all(np.isfinite(x["value_loss"]) for x in train)
+        assert "loss" not in train[0] and "loss" in train[1]  # critic warm-up step
+    if name == "dapo":
+        assert all(x["kept_groups"] == 4 for x in train)
+        assert all(x["zero_variance_groups"] < 1 for x in train)
+
+
+def test_cli_runs_grpo_pulse_with_overrides(tmp_path):
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlvr_jax.main",
+        "--config=experiments/baselines/grpo.py:pulse",
+        f"--workdir={tmp_path}",
+        "--config.loss.ppo_clip.eps_high=0.3",
+    ]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout[out.stdout.index("{") :])
+    _check_pulse(tmp_path, result)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["loss"]["ppo_clip"]["eps_high"] == 0.3
+    assert "step 2/2 [100%]" in out.stderr
+
+
+def test_cli_rejects_unknown_field(tmp_path):
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlvr_jax.main",
+        "--config=experiments/baselines/grpo.py:pulse",
+        f"--workdir={tmp_path}",
+        "--config.loss.eps_hgih=0.3",
+    ]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "eps_hgih" in out.stderr
+
+
+def _pulse():
+    c = load_experiment("grpo", "pulse")
+    c.train.steps = 3
+    c.eval.at_start = False
+    return c
+
+
+def test_preempted_and_resumed_run_equals_uninterrupted(tmp_path, monkeypatch):
+    straight = tmp_path / "straight"
+    trainer_lib.train(_pulse(), straight)
+
+    resumed = tmp_path / "resumed"
+    original = trainer_lib.Trainer._optimize
+
+    def preempt_at_step_1(self, batch, step):
+        if step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # the guard records it; the step finishes
+        return original(self, batch, step)
+
+    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", preempt_at_step_1)
+    out = trainer_lib.train(_pulse(), resumed)
+    assert out == {"preempted": True, "step": 2}
+    assert not (resumed / "export").exists()
+    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", original)
+    trainer_lib.train(_pulse(), resumed)
+
+    a = (straight / "export" / "model.safetensors").read_bytes()
+    b = (resumed / "export" / "model.safetensors").read_bytes()
+    assert a == b  # bitwise: same prompts, keys, minibatch order and optimizer state
+    drop = ("time", "rollout_seconds", "update_seconds", "step_seconds", "tokens_per_s")
+    clean = [
+        [{k: v for k, v in x.items() if k not in drop} for x in _train_lines(d)[0]]
+        for d in (straight, resumed)
+    ]
+    assert clean[0] == clean[1]
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    original = trainer_lib.Trainer._batch
+
+    def poison_step_2(self, groups):
+        batch = original(self, groups)
+        if int(self.state.step) == 1:
+            batch["adv_BxT"] = np.full_like(batch["adv_BxT"], np.nan)
+        return batch
+
+    monkeypatch.setattr(trainer_lib.Trainer, "_batch", poison_step_2)
+    with pytest.raises(FloatingPointError, match=r"step 2.*checkpoint \(step 1\) is intact"):
+        trainer_lib.train(_pulse(), tmp_path)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1"]
+    train, _ = _train_lines(tmp_path)
+    assert [x["step"] for x in train] == [1]
+
+
+def test_rerun_with_a_different_algorithm_is_refused(tmp_path):
+    c = _pulse()
+    c.train.steps = 1
+    trainer_lib.train(c, tmp_path)
+    c = _pulse()
+    c.loss.ppo_clip.eps_high = 0.5
+    with pytest.raises(ValueError, match=r"loss.ppo_clip.eps_high: 0.2 -> 0.5"):
+        trainer_lib.Trainer(c, tmp_path)
+
+
+def test_default_config_is_the_countdown_warm_start():
+    c = default_config()
+    assert (c.model.source, c.model.domain, c.task.name) == ("warm_start", "countdown", "countdown")
