@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from absl import app, flags
+from absl import logging as absl_logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -22,7 +23,9 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def main(argv):
     del argv
-    logging.getLogger().setLevel(logging.INFO)
+    # orbax logs every checkpoint step at INFO through absl; keep ours at INFO only.
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    logging.getLogger("rlvr_jax").setLevel(logging.INFO)
     from rlvr_jax.rl.trainer import summary_json, train
 
     result = train(_CONFIG.value, _WORKDIR.value)

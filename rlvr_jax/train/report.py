@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlvr_jax.train.logger import METRICS_FILE
 
 log = logging.getLogger(__name__)
@@ -246,3 +248,51 @@ def write_report(workdir) -> tuple[Path, Path]:
     _write_atomic(results, lambda p: p.write_text(text, encoding="utf-8"))
     _write_atomic(curves, lambda p: plot_curves(records, p))
     return results, curves
+
+
+def _final_and_initial(workdir) -> tuple[dict, dict, float]:
+    records = read_metrics(Path(workdir) / METRICS_FILE)
+    rows = _eval_rows(records)
+    if len(rows) < 2:
+        raise ValueError(f"{workdir}: needs an eval before and after training, found {len(rows)}")
+    train = [r for r in records if r.get("split") == "train"]
+    seconds = sum(float(r.get("step_seconds", 0.0)) for r in train)
+    return rows[0], rows[-1], seconds
+
+
+def comparison_table(runs: dict[str, list]) -> str:
+    """One row per method: held-out pass@k before → after RL, mean and spread over seeds.
+
+    Args:
+      runs: method name -> workdirs of its seeds (each with a metrics.jsonl holding
+        an eval at the start and at the end).
+    Returns:
+      Markdown: per method the mean pass@1 and pass@n before and after, the mean
+      gain in points with its min..max over seeds, and the mean RL-step seconds
+      (sampling + updates, evaluations excluded).
+    """
+    lines = []
+    for name, workdirs in runs.items():
+        results = [_final_and_initial(w) for w in workdirs]
+        keys = _at_keys([results[0][0]], "pass")
+        if not lines:
+            head = ["method", "seeds"]
+            for k in keys:
+                head += [f"{k} before", f"{k} after", f"Δ{k} (min..max)"]
+            lines = [
+                "| " + " | ".join(head + ["RL seconds"]) + " |",
+                "|" + "---|" * (len(head) + 1),
+            ]
+        cells = [name, str(len(results))]
+        for k in keys:
+            before = np.array([100 * r[0][k] for r in results])
+            after = np.array([100 * r[1][k] for r in results])
+            gain = after - before
+            cells += [
+                f"{before.mean():.1f}",
+                f"{after.mean():.1f}",
+                f"{gain.mean():+.1f} ({gain.min():+.1f}..{gain.max():+.1f})",
+            ]
+        cells.append(f"{np.mean([r[2] for r in results]):.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import struct
 
 import pytest
 
+from rlvr_jax.train import report
 from rlvr_jax.train.logger import MetricsLogger
 from rlvr_jax.train.report import plot_curves, read_metrics, results_table, write_report
 
@@ -107,3 +109,36 @@ def test_write_report_from_a_logged_run(tmp_path):
 def test_write_report_needs_metrics(tmp_path):
     with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path))):
         write_report(tmp_path)
+
+
+def _write_run(path, before, after, step_seconds):
+    path.mkdir(parents=True)
+    lines = [
+        {"step": 0, "split": "eval", "time": 0, "pass@1": before[0], "pass@8": before[1]},
+        {"step": 1, "split": "train", "time": 1, "step_seconds": step_seconds},
+        {"step": 2, "split": "train", "time": 2, "step_seconds": step_seconds},
+        {"step": 2, "split": "eval", "time": 3, "pass@1": after[0], "pass@8": after[1]},
+    ]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_comparison_table_means_and_spread_over_seeds(tmp_path):
+    a = _write_run(tmp_path / "a0", (0.25, 0.70), (0.35, 0.60), 5.0)
+    b = _write_run(tmp_path / "a1", (0.25, 0.70), (0.30, 0.66), 7.0)
+    c = _write_run(tmp_path / "b0", (0.25, 0.70), (0.20, 0.70), 1.0)
+    table = report.comparison_table({"grpo": [a, b], "rloo": [c]})
+    lines = table.strip().splitlines()
+    assert lines[0].startswith("| method | seeds | pass@1 before | pass@1 after | Δpass@1")
+    # grpo: after pass@1 mean 32.5, gains +10 and +5 -> +7.5 (+5.0..+10.0); 2 steps x 6 s mean.
+    assert lines[2] == (
+        "| grpo | 2 | 25.0 | 32.5 | +7.5 (+5.0..+10.0) | 70.0 | 63.0 | -7.0 (-10.0..-4.0) | 12 |"
+    )
+    assert lines[3].startswith("| rloo | 1 | 25.0 | 20.0 | -5.0 (-5.0..-5.0) |")
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    (lonely / "metrics.jsonl").write_text(
+        json.dumps({"step": 0, "split": "eval", "time": 0, "pass@1": 0.1}) + "\n"
+    )
+    with pytest.raises(ValueError, match="needs an eval before and after training, found 1"):
+        report.comparison_table({"x": [lonely]})
