@@ -27,7 +27,8 @@ def default_config() -> ml_collections.ConfigDict:
     Returns:
       A locked ConfigDict (unlock with `config.unlocked()` to add fields).
     """
-    from rlvr_jax.rl import credit, objectives  # the registries fill the sub-configs
+    # The registries fill the sub-configs; importing `methods` registers the seed methods.
+    from rlvr_jax.rl import credit, methods, objectives  # noqa: F401
 
     c = ml_collections.ConfigDict()
     c.seed = 0  # model-free randomness: prompt order, sampling, minibatch order
@@ -81,6 +82,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.credit.name = "grpo"
     for name in credit.ESTIMATORS.names():
         c.credit[name] = ml_collections.ConfigDict(dict(credit.ESTIMATORS.get(name).defaults))
+    # Token-level credit transforms applied after the estimator, comma-separated, in order.
+    c.credit.transforms = ""
+    for name in credit.TRANSFORMS.names():
+        c.credit[name] = ml_collections.ConfigDict(dict(credit.TRANSFORMS.get(name).defaults))
 
     # -------------------------------------------------------------------- update
     c.loss = ml_collections.ConfigDict()
@@ -139,6 +144,11 @@ def default_config() -> ml_collections.ConfigDict:
 
     c.lock()
     return c
+
+
+def transform_names(c: ml_collections.ConfigDict) -> list[str]:
+    """The credit transforms of `config.credit.transforms`, in order."""
+    return [n.strip() for n in c.credit.transforms.split(",") if n.strip()]
 
 
 VARIANTS = ("countdown", "arithmetic", "pulse")
@@ -200,6 +210,8 @@ def validate(c: ml_collections.ConfigDict) -> None:
     choice("task.name", c.task.name, tasks.names())
     choice("select.name", c.select.name, select.SELECTORS)
     choice("credit.name", c.credit.name, credit.ESTIMATORS.names())
+    for name in transform_names(c):
+        choice("credit.transforms", name, credit.TRANSFORMS.names())
     choice("loss.name", c.loss.name, objectives.POLICY_LOSSES.names())
     choice("loss.aggregation", c.loss.aggregation, AGGREGATION_MODES)
     choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)

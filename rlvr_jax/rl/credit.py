@@ -20,6 +20,22 @@ from rlvr_jax.core import advantages as adv_lib
 from rlvr_jax.rl.registry import Registry
 
 ESTIMATORS = Registry("advantage estimator")
+# Token-level transforms chained after the estimator (config.credit.transforms):
+#   fn(adv_BxT, batch, **hp) -> adv_BxT
+# `batch` maps field names to arrays: the standard fields STANDARD_FIELDS, plus
+# whatever the score stage added (a transform lists those in `requires`).
+TRANSFORMS = Registry("credit transform")
+STANDARD_FIELDS = (
+    "tokens_BxT",  # int32 token ids
+    "attention_mask_BxT",  # bool, real tokens
+    "mask_BxT",  # bool, the loss mask (sampled response tokens of valid rows)
+    "old_logps_BxT",  # float32 log π_old of each sampled token
+    "entropy_BxT",  # float32 entropy of π_old at each sampled position
+    "rewards_B",  # float32 shaped sequence rewards
+    "correct_B",  # bool, the verifier's verdict
+    "group_B",  # int32 group id
+    "valid_B",  # bool, real (not padding) rows
+)
 
 
 def _tokens(adv_B, mask_BxT):
@@ -85,3 +101,20 @@ def gae(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, gamma,
     if whiten:
         a = adv_lib.whiten(a, m)
     return a, returns
+
+
+def apply_transforms(names: list[str], adv_BxT, batch, hparams) -> jnp.ndarray:
+    """Applies the token transforms `names` in order.
+
+    Args:
+      names: TRANSFORMS names.
+      adv_BxT: the estimator's advantages.
+      batch: field name -> array (STANDARD_FIELDS and score-stage signals).
+      hparams: name -> that transform's hyperparameters.
+    Returns:
+      adv_BxT after every transform. ValueError if one needs a missing field.
+    """
+    for name in names:
+        TRANSFORMS.check_requires(name, batch)
+        adv_BxT = TRANSFORMS.get(name).fn(adv_BxT, batch, **hparams[name])
+    return adv_BxT

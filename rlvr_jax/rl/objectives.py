@@ -4,6 +4,9 @@ A policy loss has the signature
 
   fn(logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, **hp) -> (loss_BxT, stats)
 
+(plus `mb=`, the minibatch's arrays, for losses registered with `requires=`
+naming the extra fields they read, e.g. off-context behaviour log-probs)
+
 returning a per-token loss (0 off the mask) that `aggregate` reduces, and
 {name: [B, T] float {0, 1} indicators} whose masked means are logged as
 fractions. Sequence-level surrogates (GSPO) spread each sequence's loss over
@@ -119,8 +122,12 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
       diagnostics (policy loss, KL, entropy, clip indicators, ratio) for logging.
     """
     mask = mb["mask_BxT"]
-    fn = POLICY_LOSSES.get(spec.name).fn
-    pg_BxT, stats = fn(logps_BxT, mb["old_logps_BxT"], mb["adv_BxT"], mask, **dict(spec.hparams))
+    entry = POLICY_LOSSES.get(spec.name)
+    # Losses that read more than the standard fields (declared in `requires`) get the batch.
+    extra = {"mb": mb} if entry.requires else {}
+    pg_BxT, stats = entry.fn(
+        logps_BxT, mb["old_logps_BxT"], mb["adv_BxT"], mask, **extra, **dict(spec.hparams)
+    )
     if spec.tis_cap:
         w = losses.truncated_importance_weights(
             mb["old_logps_BxT"], mb["rollout_logps_BxT"], mask, cap=spec.tis_cap

@@ -16,11 +16,13 @@ from typing import Any
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One registered implementation: its function and default hyperparameters."""
+    """One registered implementation: its function, default hyperparameters, and the
+    batch fields it reads beyond the stage's standard ones (checked before it runs)."""
 
     name: str
     fn: Callable[..., Any]
     defaults: Mapping[str, Any]
+    requires: tuple[str, ...] = ()
 
 
 class Registry:
@@ -30,13 +32,18 @@ class Registry:
         self.kind = kind
         self._entries: dict[str, Entry] = {}
 
-    def register(self, name: str, **defaults: Any) -> Callable[[Callable], Callable]:
-        """Decorator: `@REG.register("grpo", eps=1e-6)` registers fn with its defaults."""
+    def register(
+        self, name: str, *, requires: tuple[str, ...] = (), **defaults: Any
+    ) -> Callable[[Callable], Callable]:
+        """Decorator: `@REG.register("grpo", eps=1e-6)` registers fn with its defaults.
+
+        `requires` names the extra batch fields fn reads (e.g. "first_mistake_B").
+        """
 
         def wrap(fn: Callable) -> Callable:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
-            self._entries[name] = Entry(name, fn, dict(defaults))
+            self._entries[name] = Entry(name, fn, dict(defaults), tuple(requires))
             return fn
 
         return wrap
@@ -49,6 +56,15 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+    def check_requires(self, name: str, available) -> None:
+        """ValueError naming the fields `name` needs that `available` lacks."""
+        missing = [f for f in self.get(name).requires if f not in available]
+        if missing:
+            raise ValueError(
+                f"{self.kind} {name!r} needs batch fields {missing}; the batch has "
+                f"{sorted(available)} (configure a scorer that provides them)"
+            )
 
     def __contains__(self, name: str) -> bool:
         return name in self._entries

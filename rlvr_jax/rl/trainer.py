@@ -38,7 +38,7 @@ from flax import nnx
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
 from rlvr_jax.rl import build, credit, select
-from rlvr_jax.rl.config import validate
+from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.rollout import Groups, sample_groups
 from rlvr_jax.rl.run_io import RunIO
@@ -49,7 +49,7 @@ from rlvr_jax.train.evaluate import evaluate_task
 log = logging.getLogger(__name__)
 
 # Training rows are trimmed to their used columns, rounded up to this: few shapes, few compiles.
-_LENGTH_MULTIPLE = 16
+_LENGTH_MULTIPLE = 32
 
 
 def _chunked(fn, *args, rows: int, chunk: int):
@@ -207,6 +207,12 @@ class Trainer:
             values_BxT=values,
             **c.credit[c.credit.name].to_dict(),
         )
+        names = transform_names(c)
+        if names:
+            fields = dict(b, entropy_BxT=g.entropy, rewards_B=rewards, correct_B=g.correct)
+            fields.update(group_B=g.group, valid_B=g.valid)
+            hparams = {n: c.credit[n].to_dict() for n in names}
+            adv = credit.apply_transforms(names, adv, fields, hparams)
         b["adv_BxT"] = np.asarray(adv, np.float32)
         if returns is not None:
             b["returns_BxT"] = np.asarray(returns, np.float32)
@@ -223,7 +229,7 @@ class Trainer:
         rows = len(b["tokens_BxT"])
         per_mb = rows // c.train.num_minibatches
         micro = self._chunk()
-        fields = [k for k in b if k.endswith("_BxT")]
+        fields = [k for k in b if k.endswith(("_BxT", "_B"))]
         update = self.update
         if self.update_critic_only is not None and step < c.critic.warmup_steps:
             update = self.update_critic_only
@@ -234,7 +240,8 @@ class Trainer:
             perm = rng.permutation(rows)
             for k in range(c.train.num_minibatches):
                 idx = perm[k * per_mb : (k + 1) * per_mb]
-                mb = {f: b[f][idx].reshape(per_mb // micro, micro, -1) for f in fields}
+                shape = (per_mb // micro, micro)
+                mb = {f: b[f][idx].reshape(shape + b[f].shape[1:]) for f in fields}
                 self.state, metrics = update(self.state, self.rest, self.critic_rest, mb)
                 for key, v in jax.device_get(metrics).items():
                     totals[key] = totals.get(key, 0.0) + float(v)

@@ -1,0 +1,7 @@
+"""Seed-method plug-ins: importing this package registers their credit transforms and losses.
+
+Each module wraps pure kernels from `rlvr_jax.core` into the stage registries of
+`rlvr_jax.rl.credit` (TRANSFORMS) and `rlvr_jax.rl.objectives` (POLICY_LOSSES).
+"""
+
+from rlvr_jax.rl.methods import credit_shaping, distill, gradient_signals  # noqa: F401

@@ -1,0 +1,1 @@
+"""Registrations: see the package docstring."""
