@@ -29,7 +29,5 @@ def get_config(variant: str = ""):
     c.loss.ppo_clip.eps_high = 0.2
     c.loss.aggregation = "seq-mean-token-mean"  # (1/G) Σ_i (1/|o_i|) Σ_t
     c.data.group_size = 8  # G
-    c.train.steps = 20  # pass@1 +12 points by step 20 in a trial run; flat to step 40
-    c.eval.every = 10
-    c.checkpoint.every = 10
+    c.train.steps = 20  # a trial run gained +12 points of pass@1 by step 20, none more by 40
     return apply_variant(c, variant)

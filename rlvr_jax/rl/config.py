@@ -112,7 +112,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.optimizer.clip_norm = 1.0  # global gradient-norm clip (0 = off)
 
     c.train = ml_collections.ConfigDict()
-    c.train.steps = 60  # RL steps (one rollout batch each)
+    c.train.steps = 20  # RL steps (one rollout batch each)
     c.train.ppo_epochs = 1  # passes over each rollout batch
     c.train.num_minibatches = 2  # optimizer updates per pass (the batch split along prompts)
     c.train.micro_batch_size = 0  # rows per gradient-accumulation chunk (0 = whole minibatch)
@@ -126,7 +126,7 @@ def default_config() -> ml_collections.ConfigDict:
 
     # ---------------------------------------------------------- evaluate / output
     c.eval = ml_collections.ConfigDict()
-    c.eval.every = 20  # RL steps between evaluations (0 = only before and after)
+    c.eval.every = 10  # RL steps between evaluations (0 = only before and after)
     c.eval.split = "test"
     c.eval.num_problems = 128
     c.eval.n_samples = 8  # n: pass@1 and pass@n (unbiased), avg@n
@@ -134,7 +134,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.eval.at_start = True  # evaluate the initial policy (the "before" row)
 
     c.checkpoint = ml_collections.ConfigDict()
-    c.checkpoint.every = 20  # RL steps between checkpoints (also saved at the end)
+    c.checkpoint.every = 10  # RL steps between checkpoints (also saved at the end)
     c.checkpoint.keep = 2  # keep the last K checkpoints
     c.checkpoint.export_final = True  # also write the final policy in HF format to workdir/export
 
