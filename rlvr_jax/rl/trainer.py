@@ -210,13 +210,15 @@ class Trainer:
         names = transform_names(c)
         if names:
             fields = dict(b, entropy_BxT=g.entropy, rewards_B=rewards, correct_B=g.correct)
-            fields.update(group_B=g.group, valid_B=g.valid)
+            # `step`: the RL step, for transforms with schedules (SAF-OPD's warm-up/anneal).
+            fields.update(group_B=g.group, valid_B=g.valid, step=int(self.state.step))
             hparams = {n: c.credit[n].to_dict() for n in names}
             adv = credit.apply_transforms(names, adv, fields, hparams)
         b["adv_BxT"] = np.asarray(adv, np.float32)
         if returns is not None:
             b["returns_BxT"] = np.asarray(returns, np.float32)
         b["rewards_B"] = rewards.astype(np.float32)
+        b["correct_B"] = g.correct
         return b
 
     def _chunk(self) -> int:

@@ -1,0 +1,123 @@
+import numpy as np
+import pytest
+
+from rlvr_jax.core import cpo, h2sd, losses, opd, opsa, rstg, saf_opd
+from rlvr_jax.rl import config, credit, objectives
+
+TRANSFORMS = [
+    "opdvr",
+    "opd_additive",
+    "opd_rescale",
+    "saf_opd",
+    "rstg",
+    "h2sd",
+    "cpo",
+    "entropy_shaping",
+    "opsa",
+    "opd_denoised",
+]
+
+
+def _batch(rng, groups=3, g=4, t=6):
+    b = groups * g
+    mask = rng.random((b, t)) < 0.8
+    mask[:, 0] = True
+    correct = rng.random(b) < 0.5
+    correct[:g] = False
+    return {
+        "mask_BxT": mask,
+        "old_logps_BxT": rng.normal(-1, 1, (b, t)).astype(np.float32),
+        "teacher_logps_BxT": rng.normal(-1, 1, (b, t)).astype(np.float32),
+        "hint_logps_BxT": rng.normal(-1, 1, (b, t)).astype(np.float32),
+        "entropy_BxT": rng.gamma(1.0, 1.0, (b, t)).astype(np.float32),
+        "correct_B": correct,
+        "rewards_B": correct.astype(np.float32),
+        "group_B": np.repeat(np.arange(groups), g).astype(np.int32),
+        "valid_B": np.ones(b, bool),
+        "step": 7,
+    }
+
+
+@pytest.mark.parametrize("name", TRANSFORMS)
+def test_transform_is_selectable_from_the_config(name):
+    c = config.default_config()
+    c.credit.transforms = name
+    config.validate(c)
+    assert set(c.credit[name].keys()) == set(credit.TRANSFORMS.get(name).defaults)
+
+
+def test_h2sd_kl_loss_is_selectable():
+    c = config.default_config()
+    c.loss.name = "h2sd_kl"
+    config.validate(c)
+
+
+def test_transforms_give_the_kernels_numbers():
+    rng = np.random.default_rng(0)
+    bt = _batch(rng)
+    m, t, s, h = bt["mask_BxT"], bt["teacher_logps_BxT"], bt["old_logps_BxT"], bt["hint_logps_BxT"]
+    adv = np.repeat(rng.normal(size=(12, 1)), 6, 1).astype(np.float32) * m
+    c = config.default_config()
+    hp = {n: c.credit[n].to_dict() for n in TRANSFORMS}
+    seq = opd.sequence_advantage(adv, m)
+    want = {
+        "opdvr": opd.opdvr_advantages(t, s, bt["correct_B"], m),
+        "opd_additive": opd.weighted_additive_advantages(adv, t, s, m),
+        "opd_rescale": opd.teacher_modulated_advantages(adv, t, s, m),
+        "saf_opd": saf_opd.saf_advantages(adv, t, s, m, 7),
+        "rstg": rstg.rstg_advantages(
+            adv,
+            t,
+            s,
+            bt["entropy_BxT"],
+            bt["correct_B"],
+            bt["group_B"],
+            bt["valid_B"],
+            m,
+            num_groups=3,
+        ),
+        "h2sd": h2sd.h2sd_advantages(adv, h, s, bt["correct_B"], m),
+        "cpo": cpo.cpo_advantages(adv, h, s, bt["correct_B"], m),
+        "entropy_shaping": cpo.entropy_shaped_advantages(adv, bt["entropy_BxT"], m),
+        "opsa": opsa.opsa_advantages(adv, bt["entropy_BxT"], m),
+        "opd_denoised": opsa.denoised_opd_advantages(t, s, bt["correct_B"], m),
+    }
+    for name in TRANSFORMS:
+        got = credit.apply_transforms([name], adv, bt, hp)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want[name]), atol=1e-6, err_msg=name)
+    hp["opdvr"].update(grpd=True, u=0.2)
+    got = credit.apply_transforms(["opdvr"], adv, bt, hp)
+    gated = opd.opdvr_advantages(t, s, bt["correct_B"], m, seq_adv_B=seq, u=0.2)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(gated), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name,field", [("opdvr", "teacher_logps_BxT"), ("saf_opd", "step"), ("cpo", "hint_logps_BxT")]
+)
+def test_missing_signal_names_the_field(name, field):
+    bt = _batch(np.random.default_rng(1))
+    del bt[field]
+    hp = {name: config.default_config().credit[name].to_dict()}
+    with pytest.raises(ValueError, match=field):
+        credit.apply_transforms([name], np.zeros((12, 6)), bt, hp)
+
+
+def test_h2sd_kl_loss_adds_the_reverse_kl_on_failed_rows():
+    rng = np.random.default_rng(2)
+    bt = _batch(rng)
+    lp = bt["old_logps_BxT"] + rng.normal(0, 0.05, bt["old_logps_BxT"].shape).astype(np.float32)
+    adv = rng.normal(size=(12, 6)).astype(np.float32) * bt["mask_BxT"]
+    mb = dict(bt, adv_BxT=adv)
+    spec = objectives.LossSpec(
+        name="h2sd_kl",
+        hparams=(("eps_high", 0.2), ("eps_low", 0.2), ("kl_coef", 0.5)),
+        aggregation="token-mean",
+    )
+    denom = objectives.denominator(spec, bt["mask_BxT"])
+    loss, sums = objectives.policy_loss(spec, lp, mb, denom)
+    pg, _ = losses.ppo_clip_objective(lp, bt["old_logps_BxT"], adv, bt["mask_BxT"])
+    kl = h2sd.sampled_reverse_kl_loss(lp, bt["old_logps_BxT"], bt["hint_logps_BxT"], bt["mask_BxT"])
+    kl = np.where(bt["correct_B"][:, None], 0.0, np.asarray(kl))
+    want = (np.asarray(pg) + 0.5 * kl).sum() / bt["mask_BxT"].sum()
+    assert float(loss) == pytest.approx(want, rel=1e-5)
+    assert float(sums["reverse_kl"]) == pytest.approx(kl.sum(), rel=1e-5)
