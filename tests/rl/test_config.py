@@ -52,7 +52,7 @@ def test_config_is_locked_against_typos():
     "field, value, message",
     [
         ("credit.name", "grpoo", "config.credit.name = 'grpoo'; valid: dr_grpo, gae, grpo"),
-        ("loss.name", "ppo", "valid: gspo, gspo_token, ppo_clip"),
+        ("loss.name", "ppo", "config.loss.name = 'ppo'; valid: "),
         ("select.name", "sara", "valid: uniform, dynamic_sampling"),
         ("loss.aggregation", "mean", "valid: token-mean"),
         ("task.name", "chess", "config.task.name = 'chess'"),

@@ -1,0 +1,156 @@
+"""CBPO: contrastive branch values and non-overlapping credit segments.
+
+CBPO (seeds: "Contrastive Branch Policy Optimization") branches rollouts at
+selected nodes. A node k on a parent trajectory, together with the branches
+that share the parent's exact token prefix up to the node, forms an
+exact-prefix group; the reward variation in that group is the node's
+Contrastive Branch Value (CBV), an outcome-based estimate of how much the
+decision at the node matters. CBV rescales the continuation advantages
+without changing their sign; several nodes on one path cut it into
+non-overlapping credit segments so shared tokens are not credited twice.
+
+Layout. K nodes (a static bound; unused ones have valid_K False):
+  member_KxB[k, b]  row b belongs to node k's exact-prefix group (the parent
+                    row and every branch from the node; a branch of a branch
+                    belongs to both nodes);
+  pos_K[k]          response-token index (see `core.cliff`) of the first token
+                    after the shared prefix, the same in every member row;
+  start_B[b]        response-token index where row b's own tokens begin: 0
+                    for a root rollout, its node's pos for a branch row.
+A branch row's tokens before start_B are copies of its parent's: they get
+credit 0 so the parent row alone trains them (no duplicated gradient).
+Row b's token t (t ≥ start_B) belongs to the segment of the latest node k
+with member_KxB[k, b] and pos_K[k] ≤ t, and is scaled by that node's factor;
+tokens before the row's first node keep their advantage.
+
+Ours (the abstract gives no formulas): CBV_k = population std of the member
+rewards (0.5 for a 50/50 binary split, 0 when all branches agree; 0 for groups
+with < 2 members); factor_k = clip(CBV_k / mean_j CBV_j, s_min, s_max) with the
+mean over valid nodes, s_min = 0.1 > 0 (sign kept), s_max = 3; when every node
+has CBV 0 the factors are 1 (nothing to contrast). Entropy screening of branch
+positions and the path-/node-level budget decay belong to the rollout stage.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rlvr_jax.core.cliff import response_positions
+
+_F32 = jnp.float32
+
+
+def contrastive_branch_values(rewards_B, member_KxB, valid_K=None):
+    """CBV_k = population std of the rewards of node k's exact-prefix group.
+
+    Args:
+      rewards_B: [B] outcome rewards.
+      member_KxB: [K, B] bool group membership.
+      valid_K: optional [K] bool real nodes (others get 0).
+    Returns:
+      (cbv_K, count_K): float32 [K] (0 for < 2 members or invalid nodes), int32 [K].
+    """
+    r = jnp.asarray(rewards_B, _F32)
+    mem = jnp.asarray(member_KxB, bool)
+    if valid_K is not None:
+        mem = mem & jnp.asarray(valid_K, bool)[:, None]
+    w = mem.astype(_F32)
+    n_K = w.sum(-1)
+    mean_K = (w @ r) / jnp.maximum(n_K, 1.0)
+    dev = jnp.where(mem, r[None, :] - mean_K[:, None], 0.0)
+    var_K = (dev * dev).sum(-1) / jnp.maximum(n_K, 1.0)
+    cbv = jnp.where(n_K > 1, jnp.sqrt(var_K), 0.0)
+    return cbv, n_K.astype(jnp.int32)
+
+
+def branch_factors(cbv_K, valid_K=None, *, s_min=0.1, s_max=3.0, eps=1e-6):
+    """Sign-preserving rescaling factors clip(CBV_k / mean CBV, s_min, s_max).
+
+    Args:
+      cbv_K: [K] contrastive branch values.
+      valid_K: optional [K] bool real nodes (the mean is over these).
+      s_min: lower clip, > 0 so no advantage changes sign (ours: 0.1).
+      s_max: upper clip (ours: 3).
+      eps: ε added to the mean.
+    Returns:
+      factor_K: float32 [K] in [s_min, s_max]; all 1 when every valid CBV is 0.
+    """
+    # Checked for Python numbers only: traced values (jit arguments) cannot be tested.
+    if all(isinstance(x, int | float) for x in (s_min, s_max)) and not 0 < s_min <= s_max:
+        raise ValueError(f"cbpo: need 0 < s_min <= s_max, got s_min={s_min}, s_max={s_max}")
+    cbv = jnp.asarray(cbv_K, _F32)
+    v = jnp.ones(cbv.shape, bool) if valid_K is None else jnp.asarray(valid_K, bool)
+    mean = jnp.sum(jnp.where(v, cbv, 0.0)) / jnp.maximum(v.sum(), 1).astype(_F32)
+    factor = jnp.clip(cbv / (mean + eps), s_min, s_max)
+    return jnp.where(mean > 0, factor, 1.0)
+
+
+def segment_nodes(mask_BxT, member_KxB, pos_K, valid_K=None):
+    """The node owning each token: latest node on the row's path at or before it.
+
+    Args:
+      mask_BxT: [B, T] bool response/loss mask.
+      member_KxB: [K, B] bool; pos_K: [K] int response-token index of each node.
+      valid_K: optional [K] bool real nodes.
+    Returns:
+      node_BxT: int32 [B, T], the owning node, −1 before the row's first node
+      and at masked positions.
+    """
+    pos_BxT, _ = response_positions(mask_BxT)
+    mem = jnp.asarray(member_KxB, bool)
+    if valid_K is not None:
+        mem = mem & jnp.asarray(valid_K, bool)[:, None]
+    pos_K = jnp.asarray(pos_K, jnp.int32)
+    on = pos_BxT >= 0
+
+    def step(carry, x):
+        # One node at a time keeps memory O(B·T) (a [K, B, T] mask would not fit at scale).
+        best_pos, best_node = carry
+        k, p, mem_B = x
+        take = mem_B[:, None] & on & (p <= pos_BxT) & (p > best_pos)  # strict: first on ties
+        return (jnp.where(take, p, best_pos), jnp.where(take, k, best_node)), None
+
+    init = (jnp.full(pos_BxT.shape, -1, jnp.int32), jnp.full(pos_BxT.shape, -1, jnp.int32))
+    xs = (jnp.arange(pos_K.shape[0], dtype=jnp.int32), pos_K, mem)
+    (_, node), _ = jax.lax.scan(step, init, xs)
+    return node
+
+
+def cbpo_advantages(
+    adv_BxT,
+    mask_BxT,
+    rewards_B,
+    member_KxB,
+    pos_K,
+    start_B,
+    *,
+    valid_K=None,
+    s_min=0.1,
+    s_max=3.0,
+    eps=1e-6,
+):
+    """CBPO token advantages: CBV-rescaled segments, shared prefixes credited once.
+
+    A_{b,t} ← factor_{node(b,t)} · A_{b,t} for t in a node's segment, A_{b,t}
+    before the row's first node, 0 before start_B[b] (the parent's tokens).
+
+    Args:
+      adv_BxT: [B, T] token advantages from the estimator.
+      mask_BxT: [B, T] bool response/loss mask.
+      rewards_B: [B] outcome rewards (for the CBVs).
+      member_KxB, pos_K, start_B, valid_K: the branch layout (module doc).
+      s_min, s_max, eps: see `branch_factors`.
+    Returns:
+      (adv_BxT, node_BxT): float32 advantages (sign of every kept token
+      unchanged) and the owning node per token (−1 for none).
+    """
+    m = jnp.asarray(mask_BxT) != 0
+    adv = jnp.where(m, jnp.asarray(adv_BxT, _F32), 0.0)
+    cbv, _ = contrastive_branch_values(rewards_B, member_KxB, valid_K)
+    factor_K = branch_factors(cbv, valid_K, s_min=s_min, s_max=s_max, eps=eps)
+    node = segment_nodes(m, member_KxB, pos_K, valid_K)
+    scale = jnp.where(node >= 0, factor_K[jnp.maximum(node, 0)], 1.0)
+    pos_BxT, _ = response_positions(m)
+    owned = pos_BxT >= jnp.asarray(start_B, jnp.int32)[:, None]
+    return jnp.where(m & owned, adv * scale, 0.0), node
