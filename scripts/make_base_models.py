@@ -23,7 +23,8 @@ from rlvr_jax.train import warmstart
 def _table(infos: list[dict]) -> str:
     """A Markdown table of the models' size, training time and held-out pass@k."""
     rows = [
-        "| model | params | steps x batch | train s | pass@1 | pass@n (n) | problems | path |",
+        "| model | params | steps x batch | train s (cpu s) | pass@1 | pass@n (n) | problems "
+        "| path |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for info in infos:
@@ -32,6 +33,7 @@ def _table(infos: list[dict]) -> str:
         rows.append(
             f"| {spec['domain']}-{spec['role']} | {info['num_params'] / 1e6:.2f}M "
             f"| {spec['steps']} x {spec['batch_size']} | {info['train_seconds']:.0f} "
+            f"({info.get('train_cpu_seconds', float('nan')):.0f}) "
             f"| {ev.get('pass@1', float('nan')):.3f} | {ev.get(f'pass@{n}', float('nan')):.3f} "
             f"({n}) | {ev.get('num_problems', 0)} | {os.path.basename(info['path'])} |"
         )

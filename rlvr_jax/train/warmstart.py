@@ -40,6 +40,7 @@ import jax
 from rlvr_jax import tasks
 from rlvr_jax.models import ModelConfig, init_model, load_pretrained, save_pretrained
 from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.tasks import tools
 from rlvr_jax.tokenizers import (
     CharTokenizer,
     HFTokenizer,
@@ -48,6 +49,7 @@ from rlvr_jax.tokenizers import (
     load_tokenizer,
 )
 from rlvr_jax.train.evaluate import evaluate_task
+from rlvr_jax.train.multiturn import episode_example, evaluate_episodes, train_sft_encoded
 from rlvr_jax.train.sft import end_of_turn_id, train_sft
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,12 @@ DEFAULT_CACHE_DIR = Path("~/.cache/rlvr_jax/warmstart")
 _FORMAT_VERSION = 1  # bump when training code changes what a spec produces
 _CHAR_TOKENIZER_FILE = "char_tokenizer.json"
 _INFO_FILE = "warmstart.json"
+# Spec fields added after models were cached -> the default left out of the hash.
+_LATE_FIELDS = {"multi_turn": False}
+# Multi-turn domains -> the model turns of a problem's reference episode. The
+# task must have `env(problem)` and `max_turns` (ToolEnv ends an episode itself
+# after max_turns + 1 model turns).
+REFERENCE_TURNS = {"tool_lookup": tools.reference_turns}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +80,13 @@ class WarmStartSpec:
       steps, batch_size, lr: SFT schedule (AdamW, warmup + cosine, clip 1).
       num_train_problems: distinct train-split problems (reused across epochs).
       seed: model init and batch order seed.
-      max_new_tokens: decode budget when evaluating (responses are ~30-70 tokens).
+      max_new_tokens: decode budget when evaluating (responses are ~30-70 tokens;
+        per turn for multi-turn domains).
+      multi_turn: the domain is an episode against the task's environment
+        (`task.env(problem)`): SFT on reference episodes with the observations
+        masked out of the loss, evaluation with real episodes
+        (`rlvr_jax.train.multiturn`). Left out of the cache hash when False, so
+        specs written before the field existed keep their directories.
     """
 
     domain: str
@@ -90,10 +104,16 @@ class WarmStartSpec:
     num_train_problems: int
     seed: int = 0
     max_new_tokens: int = 64
+    multi_turn: bool = False
 
     def __post_init__(self):
         if self.role not in ROLES:
             raise ValueError(f"role {self.role!r}; valid: {ROLES}")
+        if self.multi_turn and self.domain not in REFERENCE_TURNS:
+            raise ValueError(
+                f"multi_turn domain {self.domain!r} has no reference turns; "
+                f"valid: {sorted(REFERENCE_TURNS)}"
+            )
 
     def task(self) -> tasks.Task:
         return tasks.get(self.domain, **dict(self.task_options))
@@ -118,7 +138,7 @@ class WarmStartSpec:
         )
 
 
-def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3):
+def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3, **extra):
     return WarmStartSpec(
         domain=domain,
         role=role,
@@ -133,6 +153,7 @@ def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3):
         batch_size=batch,
         lr=lr,
         num_train_problems=problems,
+        **extra,
     )
 
 
@@ -142,6 +163,13 @@ def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3):
 TASK_OPTIONS = {
     "countdown": dict(num_numbers=3, max_number=10, target_min=1, target_max=30),
     "arithmetic": dict(num_operands=3, max_operand=9, operators="+-"),
+    # The arithmetic options rendered in French: a non-English prompt, step words
+    # ("moins", "égale") and answer marker ("Réponse"), at the arithmetic cost per step.
+    "multilingual_arithmetic": dict(num_operands=3, max_operand=9, operators="+-", language="fr"),
+    # Two people, one connective per statement: ~125-token examples (solution ~50).
+    "knights_knaves": dict(num_people=2, max_depth=1),
+    # One lookup, then calc, then the answer: 3 model turns, ~175-token episodes.
+    "tool_lookup": dict(num_lookups=1),
 }
 # The teachers have the base's architecture and ~2x its steps: the loss is still
 # falling steeply at the base's budget, and a wider model would not fit 10 minutes.
@@ -150,6 +178,20 @@ SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ("countdown", "teacher"): _spec("countdown", "teacher", 128, 4, 1500, 12000),
     ("arithmetic", "base"): _spec("arithmetic", "base", 128, 4, 400, 6400),
     ("arithmetic", "teacher"): _spec("arithmetic", "teacher", 128, 4, 1000, 8000),
+    ("multilingual_arithmetic", "base"): _spec(
+        "multilingual_arithmetic", "base", 128, 4, 400, 6400
+    ),
+    ("multilingual_arithmetic", "teacher"): _spec(
+        "multilingual_arithmetic", "teacher", 128, 4, 650, 8000
+    ),
+    ("knights_knaves", "base"): _spec("knights_knaves", "base", 128, 4, 300, 6400),
+    ("knights_knaves", "teacher"): _spec("knights_knaves", "teacher", 128, 4, 600, 8000),
+    ("tool_lookup", "base"): _spec(
+        "tool_lookup", "base", 128, 4, 250, 6400, max_new_tokens=32, multi_turn=True
+    ),
+    ("tool_lookup", "teacher"): _spec(
+        "tool_lookup", "teacher", 128, 4, 450, 8000, max_new_tokens=32, multi_turn=True
+    ),
 }
 
 
@@ -210,10 +252,23 @@ def load_model_tokenizer(path: str | os.PathLike) -> Tokenizer:
 
 
 # --------------------------------------------------------------------- train / load
+def spec_payload(spec: WarmStartSpec) -> dict[str, Any]:
+    """The spec's fields as hashed into its cache directory name.
+
+    Fields added after the first models were cached (`_LATE_FIELDS`) are left out
+    while they hold their default, so those models keep their hash.
+    """
+    payload = dataclasses.asdict(spec)
+    for name, default in _LATE_FIELDS.items():
+        if payload[name] == default:
+            del payload[name]
+    return payload
+
+
 def model_dir(spec: WarmStartSpec, tokenizer: Tokenizer, cache_dir=None) -> Path:
     """`<cache_dir>/<domain>-<role>-<hash of spec + tokenizer>`."""
     payload = json.dumps(
-        [_FORMAT_VERSION, dataclasses.asdict(spec), tokenizer_fingerprint(tokenizer)],
+        [_FORMAT_VERSION, spec_payload(spec), tokenizer_fingerprint(tokenizer)],
         sort_keys=True,
     )
     digest = hashlib.sha256(payload.encode()).hexdigest()[:12]
@@ -247,7 +302,8 @@ def train_warm_start(
       eval_samples: n samples per problem at temperature 1 (pass@1 and pass@n).
     Returns:
       The model's info dict (also in `warmstart.json`): path, spec, num_params,
-      train_seconds, final_loss, tokenizer, eval (see `evaluate_task`).
+      train_seconds, train_cpu_seconds, final_loss, tokenizer, eval (see
+      `evaluate_task`; `evaluate_episodes` for multi-turn specs).
     """
     tokenizer = tokenizer or default_tokenizer()
     path = model_dir(spec, tokenizer, cache_dir)
@@ -257,7 +313,13 @@ def train_warm_start(
 
     config = spec.model_config(tokenizer)
     model = init_model(config, seed=spec.seed)
-    examples = sft_examples(spec)
+    if spec.multi_turn:
+        task, turns = spec.task(), REFERENCE_TURNS[spec.domain]
+        problems = task.problems(spec.num_train_problems, "train")
+        examples = [episode_example(tokenizer, p, task.env(p), turns(p)) for p in problems]
+        train = train_sft_encoded
+    else:
+        examples, train = sft_examples(spec), train_sft
     log.info(
         "warm start %s/%s: %.2fM params, %d steps on %d examples",
         spec.domain,
@@ -266,8 +328,8 @@ def train_warm_start(
         spec.steps,
         len(examples),
     )
-    start = time.perf_counter()
-    result = train_sft(
+    start, cpu_start = time.perf_counter(), time.process_time()
+    result = train(
         model,
         tokenizer,
         examples,
@@ -278,11 +340,14 @@ def train_warm_start(
         log_every=max(1, spec.steps // 10),
     )
     train_seconds = time.perf_counter() - start
+    # CPU time of all the process's threads: less sensitive to other jobs on the machine.
+    train_cpu_seconds = time.process_time() - cpu_start
     info: dict[str, Any] = {
         "path": str(path),
         "spec": dataclasses.asdict(spec),
         "num_params": config.num_params(),
         "train_seconds": round(train_seconds, 1),
+        "train_cpu_seconds": round(train_cpu_seconds, 1),
         "final_loss": result.final_loss,
         "tokenizer": f"{type(tokenizer).__name__} (vocab {tokenizer.vocab_size})",
         "history": result.history,
@@ -290,10 +355,8 @@ def train_warm_start(
     }
     if eval_problems:
         start = time.perf_counter()
-        info["eval"] = evaluate_task(
-            model,
-            tokenizer,
-            spec.task(),
+        task = spec.task()
+        kw = dict(
             split="test",
             num_problems=eval_problems,
             n_samples=eval_samples,
@@ -301,6 +364,10 @@ def train_warm_start(
             max_new_tokens=spec.max_new_tokens,
             seed=spec.seed,
         )
+        if spec.multi_turn:
+            kw.update(env_factory=task.env, max_turns=task.max_turns + 1)
+        evaluate = evaluate_episodes if spec.multi_turn else evaluate_task
+        info["eval"] = evaluate(model, tokenizer, task, **kw)
         info["eval_seconds"] = round(time.perf_counter() - start, 1)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)

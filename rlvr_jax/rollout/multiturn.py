@@ -1,0 +1,187 @@
+"""Multi-turn episodes: the policy acts, an environment answers, until every episode ends.
+
+The chat layout of one episode (ChatML, as the tokenizer's chat template):
+
+    <|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n      prompt
+    {turn 1}<|im_end|>                                                 sampled
+    \\n<|im_start|>tool\\n{observation 1}<|im_end|>\\n<|im_start|>assistant\\n   forced
+    {turn 2}<|im_end|>                                                 sampled
+    ...
+
+A turn ends when the policy samples a stop token (or runs out of
+`max_new_tokens`); its text goes to `env.step`, whose observation is rendered by
+`observation_ids` and appended with `Sampler.continue_rollout`, so observation
+tokens are in `attention_mask` but never in `response_mask` (the loss and the
+log-probs only cover what the policy sampled). The SFT encoding of reference
+episodes (`rlvr_jax.train.multiturn`) uses the same `observation_ids`.
+
+An environment is any object with `step(turn_text) -> StepResult-like` (fields
+`observation: str | None`, `done: bool`, `reward: float | None`, `info: dict`),
+e.g. `rlvr_jax.tasks.tools.ToolEnv` built by `task.env(problem)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from rlvr_jax.sampling import Rollout, Sampler, SamplingParams
+from rlvr_jax.tasks.base import MALFORMED, Problem
+from rlvr_jax.tokenizers import Tokenizer
+
+
+class StepLike(Protocol):
+    observation: str | None
+    done: bool
+    reward: float | None
+    info: dict[str, Any]
+
+
+class Env(Protocol):
+    def step(self, turn_text: str) -> StepLike: ...
+
+
+def observation_text(observation: str) -> str:
+    """The text appended after a turn's end-of-turn token: a `tool` message, then the
+    assistant header of the next turn. Surrounding newlines of `observation` are dropped."""
+    return f"\n<|im_start|>tool\n{observation.strip()}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def observation_ids(tokenizer: Tokenizer, observation: str) -> list[int]:
+    """Token ids of `observation_text(observation)` (forced, never trained on).
+
+    Args:
+      tokenizer: a tokenizer whose vocabulary has the ChatML special tokens.
+      observation: the environment's observation text.
+    Returns:
+      The ids, a list of ints.
+    """
+    return tokenizer.encode(observation_text(observation))
+
+
+def cut_at_stop(ids: Sequence[int], stop_ids: Sequence[int]) -> list[int]:
+    """`ids` up to (excluding) the first stop token."""
+    for j, t in enumerate(ids):
+        if t in stop_ids:
+            return list(ids[:j])
+    return list(ids)
+
+
+@dataclasses.dataclass
+class Episodes:
+    """Finished multi-turn episodes, one per rollout row (B = len(problems) * n).
+
+    Attributes:
+      rollout: every turn of every row in one Rollout (observations are forced
+        tokens: in `attention_mask`, not in `response_mask`).
+      rewards: [B] float32, the environment's final reward (0 for a row cut at
+        `max_turns` without the environment ending it).
+      results: per row, the environment's final step result (a synthetic
+        MALFORMED one for a cut row).
+      turns: per row, the model turns' texts (cut at the stop token).
+      observations: per row, the observation texts appended after the turns.
+      done: [B] bool, the environment ended the episode.
+      problem_index: [B] int32, index into `problems` of each row (= rollout.group).
+    """
+
+    rollout: Rollout
+    rewards: np.ndarray
+    results: list[Any]
+    turns: list[list[str]]
+    observations: list[list[str]]
+    done: np.ndarray
+    problem_index: np.ndarray
+
+    @property
+    def num_turns(self) -> np.ndarray:
+        """[B] int32, model turns taken per row."""
+        return np.asarray([len(t) for t in self.turns], np.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _CutResult:
+    observation: str | None
+    done: bool
+    reward: float | None
+    info: dict[str, Any]
+
+
+def run_episodes(
+    sampler: Sampler,
+    tokenizer: Tokenizer,
+    problems: Sequence[Problem],
+    env_factory: Callable[[Problem], Env],
+    params: SamplingParams,
+    key: jax.Array,
+    *,
+    max_turns: int,
+    state=None,
+) -> Episodes:
+    """Runs `params.n` episodes per problem to completion, all rows batched per turn.
+
+    Args:
+      sampler: the policy's Sampler (its pad id and cache limit apply).
+      tokenizer: renders prompts (chat template) and observations, decodes turns.
+      problems: the problems; each is rendered as one user message.
+      env_factory: builds a fresh environment for one row, e.g. `task.env`.
+      params: sampling parameters of every turn; `max_new_tokens` is per turn, and
+        `stop_token_ids` (default: the tokenizer's stop ids) end a turn.
+      key: PRNG key; turn t samples with `fold_in(key, t)`.
+      max_turns: most model turns per episode; rows still running after it are cut
+        (reward 0, reason MALFORMED). For ToolEnv, `task.max_turns + 1` lets the
+        environment end every episode itself.
+      state: model state to sample with (default: the sampler's model).
+    Returns:
+      Episodes.
+    """
+    if max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+    if not params.stop_token_ids:
+        params = dataclasses.replace(params, stop_token_ids=tuple(tokenizer.stop_ids))
+    stop_ids = params.stop_token_ids
+    prompts = [tokenizer.encode_chat([{"role": "user", "content": p.prompt}]) for p in problems]
+    rollout = sampler.sample(prompts, params, jax.random.fold_in(key, 0), state=state)
+    rows = rollout.tokens.shape[0]
+    envs = [env_factory(problems[g]) for g in rollout.group]
+    turns: list[list[str]] = [[] for _ in range(rows)]
+    observations: list[list[str]] = [[] for _ in range(rows)]
+    results: list[Any] = [None] * rows
+    # Per row, how many sampled tokens earlier turns hold: the new turn follows them.
+    seen = np.zeros(rows, np.int64)
+    active = np.ones(rows, bool)
+    for t in range(max_turns):
+        obs_ids: list[list[int] | None] = [None] * rows
+        for b in np.flatnonzero(active):
+            sampled = rollout.sampled_tokens(b)
+            text = tokenizer.decode(cut_at_stop(sampled[seen[b] :], stop_ids))
+            seen[b] = len(sampled)
+            turns[b].append(text)
+            result = envs[b].step(text)
+            if result.done:
+                results[b], active[b] = result, False
+            elif t + 1 < max_turns:
+                observations[b].append(result.observation)
+                obs_ids[b] = observation_ids(tokenizer, result.observation)
+            else:  # out of turns: the environment has not ended the episode
+                info = {"reason": MALFORMED, "detail": f"cut after {max_turns} turns"}
+                results[b], active[b] = _CutResult(None, True, 0.0, info), False
+        if not active.any():
+            break
+        rollout = sampler.continue_rollout(
+            rollout, obs_ids, params, jax.random.fold_in(key, t + 1), state=state
+        )
+    rewards = np.asarray([r.reward or 0.0 for r in results], np.float32)
+    done = np.asarray([not isinstance(r, _CutResult) for r in results])
+    return Episodes(
+        rollout=rollout,
+        rewards=rewards,
+        results=results,
+        turns=turns,
+        observations=observations,
+        done=done,
+        problem_index=np.asarray(rollout.group, np.int32),
+    )
