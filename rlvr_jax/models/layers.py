@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.sharding import constrain
 
 # Finite "minus infinity": fully masked rows (left padding) stay NaN-free.
 _MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
@@ -125,6 +126,10 @@ class Attention(nnx.Module):
         q = self.q_proj(x_BxTxD).reshape(b, t, n, h)
         key = self.k_proj(x_BxTxD).reshape(b, t, k, h)
         val = self.v_proj(x_BxTxD).reshape(b, t, k, h)
+        # Pins heads to the tensor axis under a mesh (no-op otherwise; see rlvr_jax.sharding).
+        q = constrain(q, ("batch", "length", "heads", "head_dim"))
+        key = constrain(key, ("batch", "length", "kv_heads", "head_dim"))
+        val = constrain(val, ("batch", "length", "kv_heads", "head_dim"))
         if self.q_norm is not None:
             q, key = self.q_norm(q), self.k_norm(key)
         q, key = apply_rope(q, cos, sin), apply_rope(key, cos, sin)
@@ -168,4 +173,5 @@ class MLP(nnx.Module):
         self.down_proj = Linear(c.intermediate_size, c.hidden_size, **kw)
 
     def __call__(self, x_BxTxD):
-        return self.down_proj(jax.nn.silu(self.gate_proj(x_BxTxD)) * self.up_proj(x_BxTxD))
+        h_BxTxF = jax.nn.silu(self.gate_proj(x_BxTxD)) * self.up_proj(x_BxTxD)
+        return self.down_proj(constrain(h_BxTxF, ("batch", "length", "mlp")))

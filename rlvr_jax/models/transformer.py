@@ -15,6 +15,9 @@ from flax import nnx, struct
 
 from rlvr_jax.models.config import ModelConfig, rope_inv_freq
 from rlvr_jax.models.layers import MLP, Attention, RMSNorm, rope_cos_sin
+from rlvr_jax.sharding import constrain
+
+_ACT = ("batch", "length", "embed")
 
 
 @struct.dataclass
@@ -130,11 +133,12 @@ class Transformer(nnx.Module):
     def logits_from_hidden(self, hidden_BxTxD):
         """Float32 logits from final (normed) hidden states."""
         dtype = self.config.jnp_dtype
-        return jnp.dot(
+        logits_BxTxV = jnp.dot(
             hidden_BxTxD.astype(dtype),
             self.output_kernel().astype(dtype),
             preferred_element_type=jnp.float32,
         )
+        return constrain(logits_BxTxV, ("batch", "length", "vocab"))
 
     def forward(
         self,
@@ -182,7 +186,10 @@ class Transformer(nnx.Module):
             causal_TxS = slot_S[None, :] <= query_slot_T[:, None]
             attn_mask = causal_TxS[None] & valid_BxS[:, None, :]
 
-        x = jnp.take(self.embed_tokens[...], input_ids_BxT, axis=0).astype(c.jnp_dtype)
+        # The lookup reads whole rows: gather the table's embed dim (FSDP) before it, or
+        # GSPMD cannot move the gathered rows onto the batch layout efficiently.
+        table_VxD = constrain(self.embed_tokens[...], ("vocab", None))
+        x = constrain(jnp.take(table_VxD, input_ids_BxT, axis=0).astype(c.jnp_dtype), _ACT)
         new_k, new_v = [], []
         pert_layer = None
         if perturbation is not None:
@@ -190,6 +197,7 @@ class Transformer(nnx.Module):
         for i, block in enumerate(self.layers):
             kv = None if cache is None else (cache.k[i], cache.v[i])
             x, kv = block(x, cos, sin, attn_mask, kv, None if cache is None else cache.index)
+            x = constrain(x, _ACT)
             if cache is not None:
                 new_k.append(kv[0])
                 new_v.append(kv[1])

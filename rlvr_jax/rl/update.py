@@ -19,6 +19,7 @@ import optax
 from flax import nnx, struct
 from jax import lax
 
+from rlvr_jax import sharding
 from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import objectives
@@ -87,22 +88,41 @@ def build_optimizer(
     return optax.chain(optax.clip_by_global_norm(clip_norm), adamw) if clip_norm else adamw
 
 
-def make_scorer(graphdef):
-    """Jitted `(params, rest, tokens_BxT, attention_mask_BxT) -> logps_BxT` (reference / old)."""
+def make_scorer(graphdef, *, mesh=None, rules="fsdp"):
+    """Jitted `(params, rest, tokens_BxT, attention_mask_BxT) -> logps_BxT` (reference / old).
+
+    With `mesh`, params keep their shardings and rows are split over (data, fsdp).
+    """
 
     def score(params, rest, tokens_BxT, attention_mask_BxT):
         return token_logps(nnx.merge(graphdef, params, rest), tokens_BxT, attention_mask_BxT)
 
-    return jax.jit(score)
+    return _jit_rows(score, mesh, rules)
 
 
-def make_value_fn(critic_graphdef):
-    """Jitted `(critic_params, critic_rest, tokens_BxT, attention_mask_BxT) -> values_BxT`."""
+def make_value_fn(critic_graphdef, *, mesh=None, rules="fsdp"):
+    """Jitted `(critic_params, critic_rest, tokens_BxT, attention_mask_BxT) -> values_BxT`.
+
+    With `mesh`, as in `make_scorer`.
+    """
 
     def values(params, rest, tokens_BxT, attention_mask_BxT):
         return nnx.merge(critic_graphdef, params, rest)(tokens_BxT, attention_mask_BxT)
 
-    return jax.jit(values)
+    return _jit_rows(values, mesh, rules)
+
+
+def _jit_rows(fn, mesh, rules):
+    """jit(fn(params, rest, tokens_BxT, mask_BxT) -> [B, T]), its rows split over a mesh."""
+    if mesh is None:
+        return jax.jit(fn)
+    rows = sharding.batch_sharding(mesh)
+    jitted = jax.jit(sharding.with_rules(fn, mesh, rules), out_shardings=rows)
+
+    def call(params, rest, tokens_BxT, mask_BxT):
+        return jitted(params, rest, *jax.device_put((tokens_BxT, mask_BxT), rows))
+
+    return call
 
 
 def _scan_grads(loss_fn, params, micro_batches):
@@ -135,6 +155,8 @@ def make_update(
     critic_optimizer: optax.GradientTransformation | None = None,
     value_clip: float = 0.2,
     train_policy: bool = True,
+    mesh: jax.sharding.Mesh | None = None,
+    rules="fsdp",
 ):
     """One jitted optimizer update on a minibatch; `state` is donated.
 
@@ -146,6 +168,11 @@ def make_update(
       critic_graphdef, critic_optimizer: the critic's, or None for no critic.
       value_clip: clipped value loss range.
       train_policy: False updates only the critic (critic warm-up).
+      mesh: run on this device mesh (see rlvr_jax.sharding): the state keeps the
+        shardings of `sharding.rl_state_shardings`, minibatch rows are split over
+        (data, fsdp) (rows per micro-batch must be a multiple of
+        `sharding.batch_shards(mesh)`), metrics come back replicated.
+      rules: sharding rules (preset name or pairs) when `mesh` is given.
     Returns:
       `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
       [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
@@ -207,4 +234,43 @@ def make_update(
         )
         return new_state, metrics
 
-    return jax.jit(update, donate_argnums=0)
+    if mesh is None:
+        return jax.jit(update, donate_argnums=0)
+    return _jit_sharded(update, mesh, rules)
+
+
+def _jit_sharded(update, mesh, rules):
+    """`update` jitted with explicit in/out shardings (built once per state structure).
+
+    The returned callable has `.jitted(state, rest, critic_rest)`: the `jax.jit` for
+    those structures, which also accepts ShapeDtypeStructs in `.lower(...)` (an
+    ahead-of-time memory plan without allocating the model).
+    """
+    fn = sharding.with_rules(update, mesh, rules)
+    compiled = {}
+
+    def jitted(state, rest, critic_rest):
+        key = jax.tree.structure((state, rest, critic_rest))
+        if key not in compiled:
+            state_sh = sharding.rl_state_shardings(state, mesh, rules)
+            in_sh = (
+                state_sh,
+                sharding.tree_shardings(rest, mesh, rules, strict=False),
+                sharding.tree_shardings(critic_rest, mesh, rules, strict=False),
+                sharding.batch_sharding(mesh, batch_dim=1),
+            )
+            out_sh = (state_sh, sharding.replicated(mesh))
+            compiled[key] = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh, donate_argnums=0)
+        return compiled[key]
+
+    def call(state, rest, critic_rest, mb):
+        rows = mb["mask_BxT"].shape[1]
+        if rows % sharding.batch_shards(mesh):
+            raise ValueError(
+                f"{rows} rows per micro-batch do not split over the mesh's "
+                f"{sharding.batch_shards(mesh)} batch shards (data x fsdp)"
+            )
+        return jitted(state, rest, critic_rest)(state, rest, critic_rest, mb)
+
+    call.jitted = jitted
+    return call

@@ -13,11 +13,15 @@ what the loss trains on), `attention_mask` (every real token). Forced tokens are
 
 Compilation: one program per (batch size, context bucket, N, noise layer).
 Temperature, top-k, top-p and stop tokens are data and never recompile.
+
+Sharding (`mesh=`, see rlvr_jax.sharding): rows and the KV cache split over (data, fsdp), kv
+heads over `tensor` when it divides them; weights keep their shardings (`init_sharded`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import jax
@@ -25,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from rlvr_jax import sharding
 from rlvr_jax.models.transformer import HiddenPerturbation, KVCache, Transformer
 from rlvr_jax.sampling.step import sample_step
 
@@ -123,6 +128,8 @@ class Sampler:
         pad_id: int = 0,
         max_length: int | None = None,
         batch_multiple: int = 8,
+        mesh: jax.sharding.Mesh | None = None,
+        rules="fsdp",
     ):
         """Args:
         model: the policy; its current weights are used at every call.
@@ -131,16 +138,23 @@ class Sampler:
         batch_multiple: rows are padded to a multiple of this with idle rows, so a
           batch that changes size by a few rows (e.g. dynamic sampling) reuses
           the compiled program.
+        mesh: optional device mesh to sample on (rows padded to a multiple of
+          its batch shards as well).
+        rules: sharding rules (preset name or pairs) for the cache and activations.
         """
         if batch_multiple < 1:
             raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
+        if mesh is not None:
+            batch_multiple = math.lcm(batch_multiple, sharding.batch_shards(mesh))
         self.batch_multiple = batch_multiple
+        self.mesh = mesh
         self.model = model
         self.config = model.config
         self.pad_id = pad_id
         self.max_length = max_length or self.config.max_position_embeddings
         self._generate = jax.jit(
-            _generate, static_argnames=("graphdef", "max_new_tokens", "noise_layer")
+            sharding.with_rules(_generate, mesh, rules),
+            static_argnames=("graphdef", "max_new_tokens", "noise_layer"),
         )
 
     # ------------------------------------------------------------------ public
@@ -282,17 +296,20 @@ class Sampler:
         done0 = np.ones((rows,), bool)
         done0[:bsz] = False if active is None else ~np.asarray(active, bool)
         graphdef, current = nnx.split(self.model)
+        # Per-row inputs: split over the batch axes when sampling on a mesh.
+        rows_in = sharding.batch_sharding(self.mesh) if self.mesh is not None else None
+        put = jnp.asarray if rows_in is None else (lambda x: jax.device_put(x, rows_in))
         gen = self._generate(
             current if state is None else state,
-            jnp.asarray(ctx),
-            jnp.asarray(role >= 0),
+            put(ctx),
+            put(role >= 0),
             key,
-            jnp.full((rows,), params.temperature, jnp.float32),
-            jnp.full((rows,), params.top_k, jnp.int32),
-            jnp.full((rows,), params.top_p, jnp.float32),
+            put(np.full((rows,), params.temperature, np.float32)),
+            put(np.full((rows,), params.top_k, np.int32)),
+            put(np.full((rows,), params.top_p, np.float32)),
             jnp.asarray(stop),
-            jnp.asarray(sigma),
-            jnp.asarray(done0),
+            put(sigma),
+            put(done0),
             jnp.int32(self.pad_id),
             graphdef=graphdef,
             max_new_tokens=n_new,
@@ -345,7 +362,7 @@ def _generate(
         noise = jax.random.normal(noise_key, (bsz, p, cfg.hidden_size), jnp.float32)
         noise = noise * sigma_B[:, None, None] * ctx_mask_BxP[..., None]
         perturbation = HiddenPerturbation(noise, layer=noise_layer, relative_to_rms=True)
-    cache = KVCache.zeros(model.config, bsz, p + n)
+    cache = sharding.constrain_cache(KVCache.zeros(model.config, bsz, p + n))
     out = model.forward(
         ctx_BxP, ctx_mask_BxP, cache=cache, logits="last", perturbation=perturbation
     )
@@ -382,7 +399,7 @@ def _generate(
         nxt = model.forward(tok[:, None], live[:, None], cache=c["cache"], logits="last")
         return dict(
             step=step + 1,
-            cache=nxt.cache,
+            cache=sharding.constrain_cache(nxt.cache),
             logits=nxt.logits[:, 0],
             done=c["done"] | is_stop,
             stopped=c["stopped"] | is_stop,
@@ -393,5 +410,6 @@ def _generate(
             entropy=put(c["entropy"], jnp.where(live, ent, 0.0)),
         )
 
+    init["cache"] = sharding.constrain_cache(init["cache"])
     c = jax.lax.while_loop(cond, body, init)
     return c["tokens"], c["valid"], c["logps"], c["slogps"], c["entropy"], c["stopped"]
