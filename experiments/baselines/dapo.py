@@ -12,6 +12,9 @@ loss and the soft overlong penalty.
 Command: python -m rlvr_jax.main --config=experiments/baselines/dapo.py --workdir=runs/dapo
 Variants: `:arithmetic`, `:pulse`. Runtime here: up to ~3x grpo.py's sampling
 per step when most groups are uninformative (the rounds are logged).
+
+Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.393 after
+20 steps; 387 s of RL steps on one loaded core.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -8,6 +8,9 @@ Command: python -m rlvr_jax.main --config=experiments/baselines/dr_grpo.py --wor
 Variants: `:arithmetic`, `:pulse`. Runtime here ~ that of grpo.py (same batch).
 Expected: pass@1 gains similar to GRPO with shorter wrong responses (the paper's
 claim is about length growth of incorrect responses, not accuracy).
+
+Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.345 after
+20 steps; 308 s of RL steps on one loaded core.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -9,8 +9,8 @@ Command (2-core CPU, ~8 min including building the warm-start base on a
 fresh machine; ~4.5 min when the base is cached):
   python -m rlvr_jax.main --config=experiments/baselines/grpo.py --workdir=runs/grpo
 Variants: `:arithmetic` (the arithmetic base), `:pulse` (tiny random model, 2 steps).
-Expected here: held-out pass@1 0.26 → ~0.35 (see the note of issue 4 and
-docs/baselines.md for measured numbers and the seeds' spread).
+Measured here (docs/baselines.md): held-out pass@1 0.254 → 0.356, +10.3 points
+(+7.9..+12.2 over 3 seeds); pass@8 0.667 → 0.625.
 
 Our choices: β = 0 (no KL term: DAPO, Dr.GRPO and most recent GRPO runs drop
 it; set loss.kl_coef = 0.04 with kl_kind "k3" for DeepSeekMath's), two

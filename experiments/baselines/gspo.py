@@ -7,6 +7,9 @@ advantages and the mean over sequences. Variant `gspo_token` in the config
 
 Command: python -m rlvr_jax.main --config=experiments/baselines/gspo.py --workdir=runs/gspo
 Variants: `:arithmetic`, `:pulse`. Runtime here ~ grpo.py's.
+
+Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.359 after
+20 steps; 335 s of RL steps on one loaded core.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -9,6 +9,9 @@ advantages start from a fitted baseline.
 Command: python -m rlvr_jax.main --config=experiments/baselines/ppo.py --workdir=runs/ppo
 Variants: `:arithmetic`, `:pulse`. Runtime here ~2x grpo.py's (critic forward
 and backward); G = 8 is kept only so the batches match the other baselines.
+
+Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.353 after
+20 steps; 601 s of RL steps on one loaded core.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -6,6 +6,9 @@ loss; the KL to the initial policy as a k1 penalty in the reward (β = 0.001).
 
 Command: python -m rlvr_jax.main --config=experiments/baselines/reinforce_pp.py --workdir=runs/rpp
 Variants: `:arithmetic`, `:pulse`. Runtime here ~1.1x grpo.py's (reference forward).
+
+Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.375 after
+20 steps; 379 s of RL steps on one loaded core.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -7,6 +7,9 @@ sequence and averaged over sequences.
 
 Command: python -m rlvr_jax.main --config=experiments/baselines/rloo.py --workdir=runs/rloo
 Variants: `:arithmetic`, `:pulse`. Runtime here ~ grpo.py's.
+
+Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.308 after
+20 steps; 286 s of RL steps on one loaded core.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
