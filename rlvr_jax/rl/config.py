@@ -28,7 +28,7 @@ def default_config() -> ml_collections.ConfigDict:
       A locked ConfigDict (unlock with `config.unlocked()` to add fields).
     """
     # The registries fill the sub-configs; importing `methods` registers the seed methods.
-    from rlvr_jax.rl import credit, methods, objectives  # noqa: F401
+    from rlvr_jax.rl import credit, methods, objectives, scheduled  # noqa: F401
 
     c = ml_collections.ConfigDict()
     c.seed = 0  # model-free randomness: prompt order, sampling, minibatch order
@@ -59,10 +59,20 @@ def default_config() -> ml_collections.ConfigDict:
 
     # -------------------------------------------------------------------- select
     c.select = ml_collections.ConfigDict()
-    c.select.name = "uniform"  # "uniform" or "dynamic_sampling" (DAPO)
+    # "uniform", "dynamic_sampling" (DAPO), or a stateful scheduler of
+    # rlvr_jax.rl.scheduled.SCHEDULED (difficulty, sara, vigor, pair, leeps).
+    c.select.name = "uniform"
     # dynamic_sampling: drop groups whose rewards are all equal and sample more
     # prompts until B groups are kept, at most `max_rounds` sampling rounds per step.
+    # Schedulers: the cap on select↔rollout rounds per step.
     c.select.max_rounds = 3
+    # Schedulers: cap on rollouts started per step (0 = 2·B·G); the ledger capacity.
+    c.select.max_rollouts = 0
+    # Schedulers with a difficulty estimator: "" (the scheduler's default), "beta"
+    # (per-prompt Beta posterior) or "graph" (graph_difficulty: kNN graph + Potts prior).
+    c.select.estimator = ""
+    for name in scheduled.SCHEDULED:  # each scheduler's hyperparameters (dataclass defaults)
+        c.select[name] = ml_collections.ConfigDict(scheduled.scheduler_defaults(name))
 
     # ------------------------------------------------------------------- rollout
     c.rollout = ml_collections.ConfigDict()
@@ -123,6 +133,11 @@ def default_config() -> ml_collections.ConfigDict:
     c.critic.lr = 1e-4
     c.critic.value_clip = 0.2  # clipped value loss range
     c.critic.warmup_steps = 0  # RL steps that train only the critic (policy frozen)
+
+    # ------------------------------------------------------------------ sharding
+    c.mesh = ml_collections.ConfigDict()
+    c.mesh.shape = (1, -1, 1)  # (data, fsdp, tensor) device counts; -1 = the rest
+    c.mesh.rules = "fsdp"  # logical-axis rules preset of rlvr_jax.sharding.RULES
 
     # ---------------------------------------------------------- evaluate / output
     c.eval = ml_collections.ConfigDict()
@@ -194,7 +209,7 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
 def validate(c: ml_collections.ConfigDict) -> None:
     """Checks choices and ranges; ValueError naming the field and the valid values."""
     from rlvr_jax import tasks
-    from rlvr_jax.rl import credit, objectives, select
+    from rlvr_jax.rl import credit, objectives, scheduled, select
 
     def choice(field, value, valid):
         if value not in valid:
@@ -208,7 +223,8 @@ def validate(c: ml_collections.ConfigDict) -> None:
     if c.model.source == "pretrained" and not c.model.path:
         raise ValueError("config.model.path is required when config.model.source = 'pretrained'")
     choice("task.name", c.task.name, tasks.names())
-    choice("select.name", c.select.name, select.SELECTORS)
+    choice("select.name", c.select.name, select.SELECTORS + scheduled.SCHEDULED)
+    choice("select.estimator", c.select.estimator, scheduled.ESTIMATOR_NAMES)
     choice("credit.name", c.credit.name, credit.ESTIMATORS.names())
     for name in transform_names(c):
         choice("credit.transforms", name, credit.TRANSFORMS.names())
@@ -216,6 +232,13 @@ def validate(c: ml_collections.ConfigDict) -> None:
     choice("loss.aggregation", c.loss.aggregation, AGGREGATION_MODES)
     choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
     choice("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
+    from rlvr_jax import sharding
+
+    choice("mesh.rules", c.mesh.rules, sorted(sharding.RULES))
+    if len(tuple(c.mesh.shape)) != len(sharding.AXES):
+        raise ValueError(
+            f"config.mesh.shape = {c.mesh.shape!r}; needs one size per axis of {sharding.AXES}"
+        )
     for field in ("data.prompts_per_step", "data.group_size", "train.steps", "train.ppo_epochs"):
         positive(field, c[field.split(".")[0]][field.split(".")[1]])
     positive("train.num_minibatches", c.train.num_minibatches)
@@ -241,6 +264,23 @@ def validate(c: ml_collections.ConfigDict) -> None:
         raise ValueError(
             "config.loss.tis_cap needs config.loss.recompute_old_logps = True (TIS compares "
             "the trainer's log-probs with the sampler's)"
+        )
+    if c.select.name in scheduled.SCHEDULED:
+        scheduled.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
+        if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
+            raise ValueError(
+                f"config.select.max_rollouts = {c.select.max_rollouts} is below "
+                f"config.data.group_size = {c.data.group_size}"
+            )
+    if c.select.name == "pair" and c.select.pair.prefix_tokens >= c.rollout.max_new_tokens:
+        raise ValueError(
+            f"config.select.pair.prefix_tokens = {c.select.pair.prefix_tokens} must be below "
+            f"config.rollout.max_new_tokens = {c.rollout.max_new_tokens}"
+        )
+    if "pair" in transform_names(c) and c.select.name != "pair":
+        raise ValueError(
+            "config.credit.transforms has 'pair' (pair-inclusion weights), which needs "
+            f"config.select.name = 'pair', got {c.select.name!r}"
         )
     if c.credit.name == "gae" and not c.critic.enabled:
         raise ValueError("config.credit.name = 'gae' needs a critic: set config.critic.enabled")

@@ -3,6 +3,8 @@
   config.json       the full config (a rerun with other algorithm fields is refused)
   metrics.jsonl     one line per train step and per evaluation (+ tensorboard/)
   checkpoints/      orbax: train state + prompt iterator position + metadata
+  scheduler/<step>.npz   the select-stage scheduler's state at each checkpointed step
+                    (its leaves in `jax.tree.leaves` order; runs with a scheduler only)
   export/           the final policy in Hugging Face format (+ tokenizer)
   results.md, curves.png   the before/after table and the training curves
 
@@ -19,6 +21,7 @@ from typing import Any
 import jax
 import ml_collections
 
+from rlvr_jax.scheduling import load_state, save_state
 from rlvr_jax.train.checkpointing import PreemptionGuard, RunCheckpointer
 from rlvr_jax.train.logger import MetricsLogger
 
@@ -95,9 +98,39 @@ class RunIO:
     def ckpt_dir(self) -> Path:
         return self.workdir / "checkpoints"
 
-    def save(self, step: int, state, prompts, metrics: dict[str, float]) -> None:
+    def save(
+        self, step: int, state, prompts, metrics: dict[str, float], scheduler_state=None
+    ) -> None:
+        """Checkpoints a step; `scheduler_state` (a dict of arrays) is saved next to it.
+
+        The scheduler file is written (atomically) before the orbax step, so every
+        complete checkpoint has its scheduler state; files of pruned steps are removed.
+        """
+        if scheduler_state is not None and self.chief:
+            self.sched_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.sched_dir / f"{step}.tmp.npz"
+            save_state(str(tmp), scheduler_state)
+            tmp.replace(self.sched_dir / f"{step}.npz")
         meta = {"step": step, "metrics": {k: float(v) for k, v in metrics.items()}}
         self.ckpt.save(step, state, data_state=prompts.get_state(), meta=meta, force=True)
+        if scheduler_state is not None and self.chief:
+            live = set(self.ckpt.all_steps()) | {step}
+            for f in self.sched_dir.glob("*.npz"):
+                if f.name.split(".")[0].isdigit() and int(f.name.split(".")[0]) not in live:
+                    f.unlink()
+
+    @property
+    def sched_dir(self) -> Path:
+        return self.workdir / "scheduler"
+
+    def restore_scheduler(self, step: int, like):
+        """The scheduler state saved with checkpoint `step`, in the structure of `like`."""
+        path = self.sched_dir / f"{step}.npz"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} is missing: checkpoint {step} of a scheduled run has no scheduler state"
+            )
+        return load_state(str(path), like)
 
     def preemption(self) -> PreemptionGuard:
         return PreemptionGuard()

@@ -7,8 +7,9 @@
                     (the cap; a short batch is padded with masked-out groups and
                     the shortfall is logged).
 
-The adaptive allocation schedulers (SARA, VIGOR, PAIR, LEEPS, ...) extend this
-stage with their own state.
+The adaptive allocation schedulers (SARA, VIGOR, PAIR, LEEPS, difficulty
+prediction, graph difficulty) carry state across steps and run in
+`rlvr_jax.rl.scheduled` instead.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@
 
   1. select/rollout/score: sample G rollouts for each of B prompts and verify
      them (`select.collect_groups`; DAPO dynamic sampling refills), giving a
-     fixed-shape batch (padding rows are masked out).
+     fixed-shape batch (padding rows are masked out). A stateful scheduler
+     (`select.name` in `scheduled.SCHEDULED`: SARA, VIGOR, PAIR, LEEPS, ...)
+     runs its select↔rollout rounds instead (`scheduled.ScheduledSelect`); its
+     state is checkpointed with the run.
   2. reference log-probs (KL), critic values (PPO) and, if configured, the old
      log-probs recomputed by the trainer (else the sampler's are used: they
      equal teacher forcing to ~1e-6).
@@ -37,7 +40,7 @@ from flax import nnx
 
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
-from rlvr_jax.rl import build, credit, select
+from rlvr_jax.rl import build, credit, scheduled, select
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.rollout import Groups, sample_groups
@@ -85,6 +88,14 @@ class Trainer:
             seed=c.seed,
             group_size=c.data.group_size,
         )
+        # A stateful scheduler, built from the initial weights (its prompt embeddings).
+        self.sched = None
+        if c.select.name in scheduled.SCHEDULED:
+            self.sched = scheduled.ScheduledSelect(
+                c, self.model, self.tokenizer, self.task, self.sampler, self.pad_id
+            )
+        # Extra batch fields of the current step (the scheduler's, e.g. PAIR's π).
+        self._step_fields: dict[str, np.ndarray] = {}
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         self.scorer = make_scorer(graphdef)
         # The reference policy for KL: the initial weights, frozen.
@@ -212,6 +223,7 @@ class Trainer:
             fields = dict(b, entropy_BxT=g.entropy, rewards_B=rewards, correct_B=g.correct)
             # `step`: the RL step, for transforms with schedules (SAF-OPD's warm-up/anneal).
             fields.update(group_B=g.group, valid_B=g.valid, step=int(self.state.step))
+            fields.update(self._step_fields)
             hparams = {n: c.credit[n].to_dict() for n in names}
             adv = credit.apply_transforms(names, adv, fields, hparams)
         b["adv_BxT"] = np.asarray(adv, np.float32)
@@ -286,6 +298,8 @@ class Trainer:
         """Trains to `train.steps` (resuming from the workdir) and returns the final eval."""
         c = self.c
         self.state, start = self.io.restore(self.state, self.prompts)
+        if self.sched is not None and start:
+            self.sched.state = self.io.restore_scheduler(start, self.sched.state)
         if start == 0 and c.eval.at_start:
             self.io.log_eval(0, self.evaluate())
         step = start
@@ -294,13 +308,16 @@ class Trainer:
                 t0 = time.perf_counter()
                 self._sync_model()
                 key = jax.random.fold_in(self.state.rng, step)
-                groups, stats = select.collect_groups(
-                    self._draw(key),
-                    num_groups=c.data.prompts_per_step,
-                    group_size=c.data.group_size,
-                    mode=c.select.name,
-                    max_rounds=c.select.max_rounds,
-                )
+                if self.sched is None:
+                    groups, stats = select.collect_groups(
+                        self._draw(key),
+                        num_groups=c.data.prompts_per_step,
+                        group_size=c.data.group_size,
+                        mode=c.select.name,
+                        max_rounds=c.select.max_rounds,
+                    )
+                else:
+                    groups, stats, self._step_fields = self.sched.step(key)
                 t1 = time.perf_counter()
                 batch = self._batch(groups)
                 if groups.valid.any():
@@ -327,7 +344,8 @@ class Trainer:
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
                     self.io.log_eval(step, self.evaluate())
                 if step % c.checkpoint.every == 0 or step == c.train.steps or guard.requested:
-                    self.io.save(step, self.state, self.prompts, stats)
+                    sched_state = None if self.sched is None else self.sched.state
+                    self.io.save(step, self.state, self.prompts, stats, sched_state)
                 if guard.requested:
                     log.warning("%s received: checkpoint saved at step %d", guard.signal_name, step)
                     return {"preempted": True, "step": step}

@@ -53,7 +53,7 @@ def test_config_is_locked_against_typos():
     [
         ("credit.name", "grpoo", "config.credit.name = 'grpoo'; valid: dr_grpo, gae, grpo"),
         ("loss.name", "ppo", "config.loss.name = 'ppo'; valid: "),
-        ("select.name", "sara", "valid: uniform, dynamic_sampling"),
+        ("select.name", "sarah", "valid: uniform, dynamic_sampling, difficulty, sara"),
         ("loss.aggregation", "mean", "valid: token-mean"),
         ("task.name", "chess", "config.task.name = 'chess'"),
         ("train.num_minibatches", 3, "must divide config.data.prompts_per_step = 32"),

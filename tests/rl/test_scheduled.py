@@ -1,0 +1,215 @@
+"""The stateful schedulers (SARA, VIGOR, PAIR, LEEPS, graph difficulty) in the RL trainer."""
+
+import importlib.util
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlvr_jax.rl import credit, scheduled
+from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.rl.config import default_config, validate
+from rlvr_jax.scheduling import Pool, load_state
+
+ROOT = Path(__file__).resolve().parents[2] / "experiments"
+CONFIGS = {
+    "sara": "sara/sara.py",
+    "vigor": "vigor/vigor.py",
+    "pair": "pair/pair.py",
+    "leeps": "leeps/leeps.py",
+    "graph_difficulty": "graph_difficulty/sara_graph.py",
+}
+
+
+def _experiment(slug: str, variant: str = "pulse"):
+    spec = importlib.util.spec_from_file_location(slug, ROOT / CONFIGS[slug])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(variant)
+
+
+def _parity_rewards(monkeypatch):
+    """A random model never solves a task: reward each response by the parity of its tokens."""
+
+    def verify(task, tokenizer, problem, response_tokens, stop_ids):
+        r = float(sum(response_tokens) % 2)
+        return r, r > 0, "parity"
+
+    monkeypatch.setattr(scheduled, "verify", verify)
+
+
+def _train_lines(workdir):
+    lines = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    return [x for x in lines if x["split"] == "train"]
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def test_every_scheduler_experiment_validates_in_every_variant():
+    for slug in CONFIGS:
+        for variant in ("", "arithmetic", "pulse"):
+            c = _experiment(slug, variant)
+            validate(c)
+            assert c.select.name in scheduled.SCHEDULED
+    assert _experiment("graph_difficulty").select.estimator == "graph"
+
+
+def test_scheduler_sub_configs_hold_the_dataclass_defaults():
+    c = default_config()
+    assert c.select.sara.tau_commit == 0.45 and c.select.sara.probe == 2
+    assert c.select.vigor.initial == 2 and c.select.pair.pi_min == 0.05
+    assert "estimator" not in c.select.sara and "num_features" not in c.select.pair
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"select.name": "sarra"}, "valid: uniform, dynamic_sampling, difficulty, sara, vigor"),
+        ({"select.name": "sara", "select.estimator": "gp"}, "valid: , beta, graph"),
+        (
+            {"select.name": "sara", "select.sara.tau_commit": 0.1},
+            r"config.select.sara: SARA: need 0 <= tau_abandon < tau_commit",
+        ),
+        ({"select.name": "pair"}, "prefix_tokens = 64 must be below"),
+        ({"credit.transforms": "pair"}, "needs config.select.name = 'pair'"),
+    ],
+)
+def test_validate_rejects_bad_scheduler_fields(fields, message):
+    c = default_config()
+    for k, v in fields.items():
+        section, name = k.split(".", 1)
+        if "." in name:
+            sub, leaf = name.split(".")
+            c[section][sub][leaf] = v
+        else:
+            c[section][name] = v
+    with pytest.raises(ValueError, match=message):
+        validate(c)
+
+
+# ------------------------------------------------------------------------ PAIR credit
+
+
+def test_pair_transform_matches_hand_computed_advantages():
+    # Group 0: G = 4 candidates, 3 completed with π = 1, 0.5, 0.25; group 1: RLOO (π = 1).
+    rewards = np.array([1, 0, 1, 1, 0, 0], np.float32)
+    group = np.array([0, 0, 0, 1, 1, 2], np.int32)
+    valid = np.array([1, 1, 1, 1, 1, 0], bool)
+    incl = np.array([1, 0.5, 0.25, 1, 1, 1], np.float32)
+    cands = np.array([4, 4, 4, 2, 2, 4], np.int32)
+    mask = np.ones((6, 3), bool)
+    mask[:, 2] = False
+    batch = dict(
+        rewards_B=rewards, group_B=group, valid_B=valid, incl_prob_B=incl, candidates_B=cands
+    )
+    batch["mask_BxT"] = mask
+    adv = credit.apply_transforms(["pair"], np.zeros((6, 3), np.float32), batch, {"pair": {}})
+    # Â_0 = (1-0)/(1·.5) / 3; Â_1 = ((0-1)/(.5·1) + (0-1)/(.5·.25)) / 3; Â_2 = (1-0)/(.25·.5) / 3.
+    want = np.array([2 / 3, -10 / 3, 8 / 3, 1.0, -1.0, 0.0], np.float32)
+    np.testing.assert_allclose(np.asarray(adv)[:, 0], want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(adv)[:, 1], want, rtol=1e-6)
+    assert not np.asarray(adv)[:, 2].any()
+
+
+def test_pair_transform_needs_the_inclusion_fields():
+    batch = {"rewards_B": np.zeros(2), "mask_BxT": np.ones((2, 1), bool)}
+    with pytest.raises(ValueError, match="incl_prob_B"):
+        credit.apply_transforms(["pair"], np.zeros((2, 1)), batch, {"pair": {}})
+
+
+# --------------------------------------------------------------------------- pulses
+
+
+def _check_pulse(workdir, c):
+    train = _train_lines(workdir)
+    assert [x["step"] for x in train] == [1, 2]
+    b, g = c.data.prompts_per_step, c.data.group_size
+    for x in train:
+        assert 0 < x["select/rollouts"] <= (c.select.max_rollouts or 2 * b * g)
+        assert x["select/rounds"] <= c.select.max_rounds
+        assert 0 <= x["pass_rate"] <= 1 and x["kept_groups"] >= 1
+        assert np.isfinite(x["loss"])
+    # PAIR continues a random subset, so one step may hold no informative pair.
+    assert any(x["grad_norm"] > 0 for x in train)
+    if c.select.name != "pair":
+        assert all(0 < x["pass_rate"] < 1 and x["grad_norm"] > 0 for x in train)
+    assert sorted(p.name for p in (Path(workdir) / "checkpoints").iterdir()) == ["1", "2"]
+    assert sorted(p.name for p in (Path(workdir) / "scheduler").iterdir()) == ["1.npz", "2.npz"]
+    assert (Path(workdir) / "export" / "model.safetensors").is_file()
+    return train
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", ["sara", "vigor", "pair", "leeps"])
+def test_scheduler_has_a_pulse(slug, tmp_path, monkeypatch):
+    _parity_rewards(monkeypatch)
+    c = _experiment(slug)
+    c.eval.at_start = False
+    trainer_lib.train(c, tmp_path)
+    train = _check_pulse(tmp_path, c)
+    b, g, l_max = c.data.prompts_per_step, c.data.group_size, c.rollout.max_new_tokens
+    if slug == "vigor":  # exactly the B·G budget, spread over several rounds
+        assert all(x["select/rollouts"] == b * g and x["select/rounds"] >= 2 for x in train)
+    if slug == "pair":  # prefixes for all B·G candidates, continuations for some
+        assert all(x["select/rollouts"] == b * g for x in train)
+        assert all(x["select/tokens"] < b * g * l_max for x in train)
+    if slug == "leeps":
+        assert all(x["select/selected_groups"] == b for x in train)
+
+
+def _sara_pulse(slug):
+    c = _experiment(slug)
+    c.eval.at_start = False
+    return c
+
+
+@pytest.mark.slow
+def test_graph_difficulty_pulse_and_resume_equals_uninterrupted(tmp_path, monkeypatch):
+    """SARA + graph difficulty (the richest state: kNN graph, mean-field posteriors): a 2-step
+    pulse, then the same run preempted after step 1 and resumed: same model bits, metrics
+    and scheduler state."""
+    slug = "graph_difficulty"
+    _parity_rewards(monkeypatch)
+    straight = tmp_path / "straight"
+    trainer_lib.train(_sara_pulse(slug), straight)
+    _check_pulse(straight, _sara_pulse(slug))
+
+    resumed = tmp_path / "resumed"
+    original = trainer_lib.Trainer._optimize
+
+    def preempt_at_step_0(self, batch, step):
+        if step == 0:
+            os.kill(os.getpid(), signal.SIGTERM)  # the guard records it; the step finishes
+        return original(self, batch, step)
+
+    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", preempt_at_step_0)
+    assert trainer_lib.train(_sara_pulse(slug), resumed) == {"preempted": True, "step": 1}
+    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", original)
+    trainer_lib.train(_sara_pulse(slug), resumed)
+
+    a = (straight / "export" / "model.safetensors").read_bytes()
+    b = (resumed / "export" / "model.safetensors").read_bytes()
+    assert a == b
+    drop = ("time", "rollout_seconds", "update_seconds", "step_seconds", "tokens_per_s")
+    clean = [
+        [{k: v for k, v in x.items() if k not in drop} for x in _train_lines(d)]
+        for d in (straight, resumed)
+    ]
+    assert clean[0] == clean[1]
+    with (
+        np.load(straight / "scheduler" / "2.npz") as f1,
+        np.load(resumed / "scheduler" / "2.npz") as f2,
+    ):
+        assert f1.files == f2.files
+        for k in f1.files:
+            np.testing.assert_array_equal(f1[k], f2[k])
+    # The saved file is the scheduler's state: it loads into the structure `init` builds.
+    c = _sara_pulse(slug)
+    emb = np.random.default_rng(0).normal(size=(c.task.train_size, 8))
+    like = scheduled.build_scheduler(c).init(Pool(c.task.train_size, emb), scheduled.budget_of(c))
+    state = load_state(str(resumed / "scheduler" / "1.npz"), like)
+    assert int(state["step"]) == 1 and int(state["ledger"]["count"]) == 0
