@@ -5,8 +5,9 @@ from: group-normalised advantages A_i = (r_i − mean) / (std + ε) over G = 8
 rollouts per prompt, the token PPO clip surrogate (ε = 0.2) averaged per
 sequence then over sequences, and the policy sharpening pass@1 toward pass@8.
 
-Command (2-core CPU, ~8 min including building the warm-start base on a
-fresh machine; ~4.5 min when the base is cached):
+Command (measured 8m26s on this 2-core CPU with an empty cache, i.e. including
+training and evaluating the warm-start base, while another job shared the
+machine; the RL part alone is ~4–6 min):
   python -m rlvr_jax.main --config=experiments/baselines/grpo.py --workdir=runs/grpo
 Variants: `:arithmetic` (the arithmetic base), `:pulse` (tiny random model, 2 steps).
 Measured here (docs/baselines.md): held-out pass@1 0.254 → 0.356, +10.3 points
