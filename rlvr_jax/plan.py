@@ -1,0 +1,417 @@
+"""Ahead-of-time memory plan: will a config fit a slice, before anything is allocated?
+
+`memory_plan` builds the policy abstractly (`nnx.eval_shape`: shapes only), an
+abstract `RLState` with the AdamW state, and compiles ahead of time, for a mesh
+of N devices, the two programs a GRPO run spends its memory in:
+
+  train   one optimizer update on one micro-batch of [rows, T] (the jitted
+          `rl.update.make_update(..., mesh=)` program, state donated);
+  sample  the sampler's prefill + decode `while_loop` for one rollout batch
+          (`sampling.Sampler`'s jitted `_generate`, KV cache of P + N slots).
+
+It reports XLA's per-device `compiled.memory_analysis()` (argument, output,
+alias, temp and generated-code bytes) and an analytic split from the shardings:
+params, optimizer state and KV cache bytes per device. With N fake CPU devices
+(`--xla_force_host_platform_device_count=N`) this runs on a laptop.
+
+Compiling a 36-layer 8B model on 64 fake devices takes ~2.5 minutes on one CPU
+core, so by default each program is compiled at two small depths (`layers=(2, 4)`)
+and every XLA number is extrapolated linearly in the layer count (exact for the
+arguments and outputs; temp buffers grow per layer without rematerialisation).
+The analytic split is always computed at the full depth. Against a full-depth
+compile (Qwen3-8B, 64 devices) the extrapolated temp was within -2% (train) and
++6% (sampler); see docs/tpu_pods.md. Note the numbers are
+the CPU backend's buffer assignment: TPU fuses differently, so treat temp as an
+estimate within tens of percent, and keep a margin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from rlvr_jax import sharding
+from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.models.transformer import KVCache, Transformer
+from rlvr_jax.rl.objectives import LossSpec
+from rlvr_jax.rl.update import RLState, make_update
+from rlvr_jax.sampling.sampler import _MAX_STOP_IDS, Sampler
+
+GIB = 1 << 30
+HBM_BYTES = {"v5p": 95e9, "v5e": 16e9}  # HBM per chip (published, decimal GB)
+_FIELDS = ("argument", "output", "alias", "temp", "generated_code")
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """Per-device bytes of one compiled program (XLA's memory analysis)."""
+
+    argument: float
+    output: float
+    alias: float  # outputs that reuse donated argument buffers
+    temp: float  # activations and other scratch
+    generated_code: float
+
+    @property
+    def peak(self) -> float:
+        """Live bytes at the program's peak: inputs + non-aliased outputs + temp."""
+        return self.argument + self.output - self.alias + self.temp + self.generated_code
+
+    @classmethod
+    def of(cls, compiled) -> Memory:
+        m = compiled.memory_analysis()
+        return cls(*(float(getattr(m, f"{f}_size_in_bytes")) for f in _FIELDS))
+
+    def extrapolate(self, other: Memory, layers: tuple[int, int], target: int) -> Memory:
+        """Linear in the layer count through (layers[0], self) and (layers[1], other)."""
+        lo, hi = layers
+        t = (target - lo) / (hi - lo)
+        return Memory(
+            *(
+                a + t * (b - a)
+                for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)
+            )
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A memory plan; every byte count is per device."""
+
+    model: ModelConfig
+    mesh_shape: tuple[int, int, int]
+    rules: str
+    train_rows: int  # rows of the compiled micro-batch (all devices)
+    train_length: int  # T = P + N
+    sample_rows: int
+    prompt_len: int  # P
+    max_new_tokens: int  # N
+    compiled_layers: tuple[int, ...]  # depths compiled; (L,) = exact, else extrapolated
+    train: Memory
+    sample: Memory
+    params_bytes: float
+    opt_state_bytes: float
+    kv_cache_bytes: float
+
+    @property
+    def devices(self) -> int:
+        return math.prod(self.mesh_shape)
+
+    def format(self) -> str:
+        """A human-readable report (GiB per device)."""
+        g = _fmt
+        cfg, L = self.model, self.model.num_layers
+        how = (
+            f"compiled at the full depth ({L} layers)"
+            if self.compiled_layers == (L,)
+            else f"compiled at {self.compiled_layers} layers, XLA numbers extrapolated "
+            f"linearly to {L} layers"
+        )
+        shards = self.mesh_shape[0] * self.mesh_shape[1]
+        lines = [
+            f"model: {cfg.model_type} {cfg.num_params() / 1e9:.2f}B params, L={L}, "
+            f"params {cfg.param_dtype}, compute {cfg.dtype}",
+            f"mesh (data, fsdp, tensor) = {self.mesh_shape} = {self.devices} devices, "
+            f"rules {self.rules!r}; {how}",
+            "analytic, per device:",
+            f"  params          {g(self.params_bytes)}",
+            f"  optimizer state {g(self.opt_state_bytes)}  (AdamW mu + nu)",
+            f"  KV cache        {g(self.kv_cache_bytes)}  ({self.sample_rows} rows x "
+            f"{self.prompt_len + self.max_new_tokens} slots, {self.sample_rows // shards} "
+            "rows/device)",
+        ]
+        for name, m, what in (
+            (
+                "train step",
+                self.train,
+                f"one micro-batch of {self.train_rows} x "
+                f"{self.train_length} tokens, {self.train_rows // shards} rows/device",
+            ),
+            (
+                "sampler",
+                self.sample,
+                f"{self.sample_rows} rows, P={self.prompt_len}, N={self.max_new_tokens}",
+            ),
+        ):
+            lines += [
+                f"XLA {name} ({what}), per device:",
+                f"  arguments {g(m.argument)}   outputs {g(m.output)}   aliased {g(m.alias)}",
+                f"  temp      {g(m.temp)}   code    {g(m.generated_code)}",
+                f"  peak      {g(m.peak)}  (upper bound: arguments + outputs - aliased + temp)",
+            ]
+        worst = max(self.train.peak, self.sample.peak)
+        fits = ", ".join(
+            f"{k} {v / GIB:.1f} GiB: {'fits' if worst < 0.9 * v else 'does NOT fit'}"
+            for k, v in HBM_BYTES.items()
+        )
+        lines.append(f"HBM per chip (with a 10% margin) — {fits}")
+        return "\n".join(lines)
+
+
+def _fmt(b: float) -> str:
+    """Bytes as GiB (or MiB below 1 GiB), fixed width."""
+    return f"{b / GIB:8.2f} GiB" if b >= GIB else f"{b / (1 << 20):8.2f} MiB"
+
+
+def _tree_bytes(tree, shardings) -> float:
+    """Per-device bytes of a tree of abstract arrays placed with `shardings`."""
+    total = 0
+    for leaf, sh in zip(jax.tree.leaves(tree), jax.tree.leaves(shardings), strict=True):
+        total += math.prod(sh.shard_shape(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+    return float(total)
+
+
+def _with_shardings(tree, shardings):
+    return jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings
+    )
+
+
+def _abstract_state(config, optimizer, mesh, rules):
+    """(graphdef, abstract RLState, abstract rest, RLState shardings), nothing allocated."""
+    model = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    state = RLState(
+        params=params,
+        opt_state=jax.eval_shape(optimizer.init, params),
+        critic_params=None,
+        critic_opt_state=None,
+        step=jax.ShapeDtypeStruct((), jnp.int32),
+        rng=jax.ShapeDtypeStruct((2,), jnp.uint32),
+    )
+    return graphdef, state, rest, sharding.rl_state_shardings(state, mesh, rules)
+
+
+def _compile_train(config, optimizer, spec, mesh, rules, rows, length):
+    graphdef, state, rest, state_sh = _abstract_state(config, optimizer, mesh, rules)
+    update = make_update(
+        graphdef, optimizer, spec, constant=float(rows * length), mesh=mesh, rules=rules
+    )
+    rows_sh = sharding.batch_sharding(mesh, batch_dim=1)
+    bxt = lambda dt: jax.ShapeDtypeStruct((1, rows, length), dt, sharding=rows_sh)  # noqa: E731
+    mb = dict(
+        tokens_BxT=bxt(jnp.int32),
+        attention_mask_BxT=bxt(jnp.bool_),
+        mask_BxT=bxt(jnp.bool_),
+        old_logps_BxT=bxt(jnp.float32),
+        adv_BxT=bxt(jnp.float32),
+    )
+    if spec.kl_coef:
+        mb["ref_logps_BxT"] = bxt(jnp.float32)
+    if spec.tis_cap:
+        mb["rollout_logps_BxT"] = bxt(jnp.float32)
+    rest_sh = sharding.tree_shardings(rest, mesh, rules, strict=False)
+    args = (_with_shardings(state, state_sh), _with_shardings(rest, rest_sh), None, mb)
+    return update.jitted(state, rest, None).lower(*args).compile()
+
+
+def _compile_sample(config, mesh, rules, rows, prompt_len, max_new_tokens):
+    model = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
+    sampler = Sampler(model, mesh=mesh, rules=rules, max_length=prompt_len + max_new_tokens)
+    graphdef, state = nnx.split(model)
+    state = _with_shardings(state, sharding.tree_shardings(state, mesh, rules, strict=False))
+    row_sh, rep = sharding.batch_sharding(mesh), sharding.replicated(mesh)
+    per_row = lambda dt, *s: jax.ShapeDtypeStruct((rows, *s), dt, sharding=row_sh)  # noqa: E731
+    args = (
+        state,
+        per_row(jnp.int32, prompt_len),
+        per_row(jnp.bool_, prompt_len),
+        jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=rep),
+        per_row(jnp.float32),
+        per_row(jnp.int32),
+        per_row(jnp.float32),
+        jax.ShapeDtypeStruct((_MAX_STOP_IDS,), jnp.int32, sharding=rep),
+        per_row(jnp.float32),
+        per_row(jnp.bool_),
+        jax.ShapeDtypeStruct((), jnp.int32, sharding=rep),
+    )
+    lowered = sampler._generate.lower(
+        *args, graphdef=graphdef, max_new_tokens=max_new_tokens, noise_layer=None
+    )
+    return lowered.compile()
+
+
+def memory_plan(
+    config: ModelConfig,
+    mesh: jax.sharding.Mesh,
+    rules: str,
+    *,
+    optimizer: optax.GradientTransformation,
+    spec: LossSpec,
+    train_rows: int,
+    sample_rows: int,
+    prompt_len: int,
+    max_new_tokens: int,
+    layers: tuple[int, int] | None = (2, 4),
+) -> Plan:
+    """Compiles the train step and the sampler for `mesh` on abstract shapes; per-device bytes.
+
+    Args:
+      config: the policy architecture (e.g. `models.presets.preset("qwen3-8b")`).
+      mesh: the device mesh (fake CPU devices are fine); rules: a sharding.RULES preset.
+      optimizer: the policy optimizer (its state is part of the train step's arguments).
+      spec: the policy loss (adds ref/rollout log-prob inputs when it uses them).
+      train_rows: rows of one micro-batch; a multiple of `sharding.batch_shards(mesh)`.
+      sample_rows: rows of one sampler call (prompts x G); a multiple of the batch shards.
+      prompt_len: P, the padded context length; max_new_tokens: N. Train T = P + N.
+      layers: two depths to compile and extrapolate from, or None to compile all layers.
+    Returns:
+      A Plan (print `plan.format()`).
+    """
+    shards = sharding.batch_shards(mesh)
+    for name, rows in (("train_rows", train_rows), ("sample_rows", sample_rows)):
+        if rows % shards:
+            raise ValueError(
+                f"{name}={rows} does not split over the mesh's {shards} batch shards "
+                f"(data x fsdp of {dict(mesh.shape)}); use a multiple of {shards}"
+            )
+    full = config.num_layers
+    depths = (full,) if layers is None or layers[1] >= full else tuple(layers)
+    length = prompt_len + max_new_tokens
+
+    def programs(depth):
+        cfg = config.replace(num_layers=depth)
+        train = Memory.of(_compile_train(cfg, optimizer, spec, mesh, rules, train_rows, length))
+        sample = Memory.of(
+            _compile_sample(cfg, mesh, rules, sample_rows, prompt_len, max_new_tokens)
+        )
+        return train, sample
+
+    measured = [programs(d) for d in depths]
+    if len(depths) == 1:
+        train, sample = measured[0]
+    else:
+        (t0, s0), (t1, s1) = measured
+        train, sample = t0.extrapolate(t1, depths, full), s0.extrapolate(s1, depths, full)
+
+    _, state, _, state_sh = _abstract_state(config, optimizer, mesh, rules)
+    cache = jax.eval_shape(lambda: KVCache.zeros(config, sample_rows, length))
+    k_sh = lambda x: sharding.NamedSharding(  # noqa: E731
+        mesh, sharding.logical_to_spec(sharding.CACHE_K_AXES, x.shape, mesh, rules)
+    )
+    v_sh = lambda x: sharding.NamedSharding(  # noqa: E731
+        mesh, sharding.logical_to_spec(sharding.CACHE_V_AXES, x.shape, mesh, rules)
+    )
+    kv = _tree_bytes(cache.k, [k_sh(x) for x in cache.k])
+    kv += _tree_bytes(cache.v, [v_sh(x) for x in cache.v])
+    return Plan(
+        model=config,
+        mesh_shape=tuple(mesh.shape[a] for a in sharding.AXES),
+        rules=rules if isinstance(rules, str) else "custom",
+        train_rows=train_rows,
+        train_length=length,
+        sample_rows=sample_rows,
+        prompt_len=prompt_len,
+        max_new_tokens=max_new_tokens,
+        compiled_layers=depths,
+        train=train,
+        sample=sample,
+        params_bytes=_tree_bytes(state.params, state_sh.params),
+        opt_state_bytes=_tree_bytes(state.opt_state, state_sh.opt_state),
+        kv_cache_bytes=kv,
+    )
+
+
+def policy_config(c, model: str = "") -> ModelConfig:
+    """The policy architecture a run config names, without reading any weights.
+
+    Args:
+      c: the run ConfigDict (`config.model`).
+      model: a `models.presets` name that overrides the config (e.g. "qwen3-8b").
+    Returns:
+      `model`'s preset; else for source "pretrained", `model.path/config.json` when
+      that directory exists here, else the preset its last path component names
+      ("gs://bucket/Qwen3-8B" -> "qwen3-8b"); for source "random", the tiny test model.
+    """
+    import os
+
+    from rlvr_jax.models import load_config, presets
+    from rlvr_jax.testing import tiny_config
+
+    if model:
+        return presets.preset(model)
+    if c.model.source == "pretrained":
+        if os.path.isfile(os.path.join(c.model.path, "config.json")):
+            return load_config(c.model.path)
+        name = presets.preset_for_path(c.model.path)
+        if name is None:
+            raise ValueError(
+                f"config.model.path = {c.model.path!r} has no config.json here and names no "
+                f"preset; pass a model preset, one of {', '.join(presets.NAMES)}"
+            )
+        return presets.preset(name)
+    if c.model.source == "random":
+        return tiny_config("qwen3", max_position_embeddings=512)
+    raise ValueError(
+        f"config.model.source = {c.model.source!r}: pass a model preset, one of "
+        f"{', '.join(presets.NAMES)}"
+    )
+
+
+def plan_from_config(
+    c,
+    *,
+    mesh_shape=None,
+    rules: str | None = None,
+    model: str = "",
+    param_dtype: str = "float32",
+    dtype: str = "float32",
+    prompt_len: int = 1024,
+    sample_rows: int = 0,
+    max_new_tokens: int = 0,
+    layers: tuple[int, int] | None = (2, 4),
+) -> Plan:
+    """`memory_plan` for a run config on the current devices (`jax.devices()`).
+
+    Args:
+      c: the run ConfigDict (model, data, train, rollout, loss, optimizer, mesh).
+      mesh_shape, rules: override `config.mesh.shape` / `config.mesh.rules`.
+      model: a preset name overriding the config's model (see `policy_config`).
+      param_dtype, dtype: parameter and compute dtypes ("float32" / "bfloat16");
+        the trainer loads checkpoints in float32 today.
+      prompt_len: P, the padded prompt length (the config has no prompt-length field).
+      sample_rows: rows of one sampler call (0: prompts_per_step x group_size, what
+        the trainer samples at once).
+      max_new_tokens: N (0: `rollout.max_new_tokens`).
+      layers: as in `memory_plan`.
+    Returns:
+      The Plan; the train micro-batch is `train.micro_batch_size` rows (or the
+      whole minibatch) of P + N tokens.
+    """
+    from rlvr_jax.rl.build import loss_spec
+    from rlvr_jax.rl.update import build_optimizer
+
+    o = c.optimizer
+    updates = c.train.steps * c.train.ppo_epochs * c.train.num_minibatches
+    optimizer = build_optimizer(
+        o.lr,
+        updates,
+        warmup_steps=o.warmup_steps,
+        schedule=o.schedule,
+        end_lr_fraction=o.end_lr_fraction,
+        b1=o.b1,
+        b2=o.b2,
+        weight_decay=o.weight_decay,
+        clip_norm=o.clip_norm,
+    )
+    cfg = policy_config(c, model).replace(param_dtype=param_dtype, dtype=dtype)
+    mesh = sharding.make_mesh(tuple(mesh_shape or c.mesh.shape))
+    batch = c.data.prompts_per_step * c.data.group_size
+    return memory_plan(
+        cfg,
+        mesh,
+        rules or c.mesh.rules,
+        optimizer=optimizer,
+        spec=loss_spec(c),
+        train_rows=c.train.micro_batch_size or batch // c.train.num_minibatches,
+        sample_rows=sample_rows or batch,
+        prompt_len=prompt_len,
+        max_new_tokens=max_new_tokens or c.rollout.max_new_tokens,
+        layers=layers,
+    )
