@@ -1,6 +1,7 @@
 """Evaluate a saved policy on a verifiable task: held-out pass@1, pass@n and avg@n.
 
 Usage:
+  python scripts/evaluate.py runs/grpo    # a run workdir: its task and options by default
   python scripts/evaluate.py runs/grpo --task countdown \
       --option num_numbers=3 --option max_number=10 --option target_max=30
   python scripts/evaluate.py ~/.cache/rlvr_jax/warmstart/countdown-base-<hash> --task countdown \
@@ -17,13 +18,18 @@ import argparse
 import json
 import sys
 
-from rlvr_jax.train.eval_checkpoint import evaluate_model_dir, markdown_summary, parse_options
+from rlvr_jax.train.eval_checkpoint import (
+    evaluate_model_dir,
+    markdown_summary,
+    parse_options,
+    run_task,
+)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", help="model directory or run workdir")
-    ap.add_argument("--task", required=True, help="task name (rlvr_jax.tasks.names())")
+    ap.add_argument("--task", help="task name (default: the task a run workdir trained on)")
     ap.add_argument(
         "--option",
         action="append",
@@ -40,10 +46,17 @@ def main():
     ap.add_argument("--output", help="also write the full result as JSON to this file")
     args = ap.parse_args()  # fmt: skip
     try:
+        task, options = args.task, {}
+        if task is None:
+            trained = run_task(args.model)
+            if trained is None:
+                sys.exit(f"error: {args.model} is not a run workdir; give --task")
+            task, options = trained
+        options.update(parse_options(args.option))
         result = evaluate_model_dir(
             args.model,
-            args.task,
-            task_options=parse_options(args.option),
+            task,
+            task_options=options,
             split=args.split,
             num_problems=args.num_problems,
             n_samples=args.n_samples,

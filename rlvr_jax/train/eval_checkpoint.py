@@ -42,6 +42,30 @@ def resolve_model_dir(model_dir) -> Path:
     return path
 
 
+def run_task(workdir) -> tuple[str, dict[str, Any]] | None:
+    """The task name and options an RL run trained on, from its workdir's config.json.
+
+    Args:
+      workdir: a run workdir (its config.json is the run's ml_collections config;
+        a model directory's config.json is a Hugging Face one and is not matched).
+    Returns:
+      (task name, task options as the trainer resolved them), or None when the
+      path holds no RL run config.
+    """
+    path = Path(workdir).expanduser() / "config.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not {"task", "model"} <= set(data):
+        return None
+    import ml_collections
+
+    from rlvr_jax.rl.build import task_options
+
+    config = ml_collections.ConfigDict(data)
+    return config.task.name, task_options(config)
+
+
 def parse_options(items: list[str]) -> dict[str, Any]:
     """Parses ["name=value", ...] into a dict; values are JSON literals, else strings.
 

@@ -125,3 +125,20 @@ def test_script_prints_the_table_and_writes_json(saved, tmp_path, monkeypatch, c
     monkeypatch.setattr(sys, "argv", [str(_SCRIPT), str(tmp_path / "none"), "--task", "countdown"])
     with pytest.raises(SystemExit, match=re.escape(str(tmp_path / "none"))):
         runpy.run_path(str(_SCRIPT), run_name="__main__")
+
+
+def test_run_task_reads_the_runs_resolved_task(tmp_path):
+    from rlvr_jax.rl.config import default_config
+    from rlvr_jax.train.eval_checkpoint import run_task
+    from rlvr_jax.train.warmstart import TASK_OPTIONS
+
+    (tmp_path / "config.json").write_text(default_config().to_json())
+    assert run_task(tmp_path) == ("countdown", TASK_OPTIONS["countdown"])
+    c = default_config()
+    c.task.name = "arithmetic"
+    c.task.options = '{"num_operands": 4}'
+    (tmp_path / "config.json").write_text(c.to_json())
+    assert run_task(tmp_path) == ("arithmetic", {"num_operands": 4})
+    (tmp_path / "config.json").write_text('{"model_type": "qwen3"}')  # an HF model dir
+    assert run_task(tmp_path) is None
+    assert run_task(tmp_path / "missing") is None
