@@ -5,8 +5,7 @@
 * `encode_episode(tokenizer, prompt, segments)`: token ids in the chat layout of
   `rlvr_jax.rollout.multiturn` and a loss mask that covers the model turns and
   their end-of-turn tokens, never the prompt or the observations.
-* `train_sft_encoded(model, tokenizer, encoded, ...)`: the SFT loop of
-  `rlvr_jax.train.sft` on already encoded (ids, loss mask) examples.
+  (`rlvr_jax.train.sft.train_sft_encoded` trains on them.)
 * `evaluate_episodes(model, tokenizer, task, ...)`: pass@k with real episodes
   (`run_episodes`), in the format of `evaluate_task`.
 """
@@ -14,16 +13,12 @@
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.rollout.multiturn import Env, observation_ids, run_episodes
@@ -32,13 +27,8 @@ from rlvr_jax.tasks.base import CORRECT, Problem, Task
 from rlvr_jax.tokenizers import Tokenizer
 from rlvr_jax.train.evaluate import pass_at_k
 from rlvr_jax.train.sft import (
-    SFTResult,
-    TrainState,
     encode_prompt,
     end_of_turn_id,
-    make_optimizer,
-    make_train_step,
-    pad_batch,
 )
 
 log = logging.getLogger(__name__)
@@ -94,82 +84,6 @@ def encode_episode(tokenizer: Tokenizer, prompt: str, segments: Sequence[tuple[s
 def episode_example(tokenizer: Tokenizer, problem: Problem, env: Env, turns: Sequence[str]):
     """`encode_episode` of `problem`'s episode when `turns` are played in the fresh `env`."""
     return encode_episode(tokenizer, problem.prompt, reference_segments(env, turns))
-
-
-def train_sft_encoded(
-    model: Transformer,
-    tokenizer: Tokenizer,
-    encoded: Sequence[tuple[np.ndarray, np.ndarray]],
-    *,
-    steps: int,
-    batch_size: int,
-    lr: float,
-    seed: int = 0,
-    log_every: int = 50,
-    length_multiple: int = 8,
-) -> SFTResult:
-    """`train_sft` on encoded (ids_T, loss_mask_T) examples; trains `model` in place.
-
-    Same optimizer (`make_optimizer`), step (`make_train_step`), padding and
-    seeded epoch order as `train_sft`, so a run is deterministic for a seed.
-
-    Args:
-      model: the policy.
-      tokenizer: gives the pad id.
-      encoded: examples from `encode_episode` (or `encode_example`).
-      steps, batch_size, lr, seed, log_every, length_multiple: as `train_sft`.
-    Returns:
-      SFTResult (no evals). Raises FloatingPointError on a non-finite loss.
-    """
-    if not encoded:
-        raise ValueError("train_sft_encoded needs at least one example")
-    length = -(-max(len(ids) for ids, _ in encoded) // length_multiple) * length_multiple
-    if length > model.config.max_position_embeddings:
-        raise ValueError(
-            f"examples need {length} positions; the model has "
-            f"{model.config.max_position_embeddings}"
-        )
-    pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
-    rng = np.random.default_rng(seed)
-    need = steps * batch_size
-    order = np.concatenate(
-        [rng.permutation(len(encoded)) for _ in range(math.ceil(need / len(encoded)))]
-    )[:need].reshape(steps, batch_size)
-
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    params = jax.tree.map(jnp.copy, params)  # the step donates its input
-    optimizer = make_optimizer(lr, steps)
-    train_step = make_train_step(graphdef, optimizer)
-    state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
-    history, window, tokens = [], [], 0.0
-    start = last = time.perf_counter()
-    pending = None
-    for i in range(steps + 1):
-        if i < steps:
-            batch = pad_batch([encoded[j] for j in order[i]], length, pad_id)
-            state, metrics = train_step(state, rest, batch)
-        if pending is not None:  # read step i-1 only after step i is dispatched
-            step_num, m = pending[0], {k: float(v) for k, v in jax.device_get(pending[1]).items()}
-            if not math.isfinite(m["loss"]):
-                raise FloatingPointError(f"SFT loss is {m['loss']} at step {step_num}")
-            window.append(m["loss"])
-            tokens += m["num_tokens"]
-            if step_num % log_every == 0 or step_num == steps:
-                now = time.perf_counter()
-                entry = dict(
-                    step=step_num,
-                    loss=float(np.mean(window)),
-                    grad_norm=m["grad_norm"],
-                    tokens_per_s=tokens / max(now - last, 1e-9),
-                    seconds=now - start,
-                )
-                history.append(entry)
-                log.info("sft step %d loss %.4f", step_num, entry["loss"])
-                window.clear()
-                last, tokens = now, 0.0
-        pending = (i + 1, metrics) if i < steps else None
-    nnx.update(model, state.params)
-    return SFTResult(history, [], time.perf_counter() - start, history[-1]["loss"])
 
 
 def evaluate_episodes(

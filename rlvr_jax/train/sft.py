@@ -277,6 +277,49 @@ def train_sft(
     if not examples:
         raise ValueError("train_sft needs at least one example")
     encoded = [encode_example(tokenizer, p, c) for p, c in examples]
+    return train_sft_encoded(
+        model,
+        tokenizer,
+        encoded,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        eval_fn=eval_fn,
+        eval_every=eval_every,
+        log_every=log_every,
+        optimizer=optimizer,
+        length_multiple=length_multiple,
+    )
+
+
+def train_sft_encoded(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    encoded: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int = 0,
+    eval_fn: Callable[[Transformer, int], Any] | None = None,
+    eval_every: int = 0,
+    log_every: int = 50,
+    optimizer: optax.GradientTransformation | None = None,
+    length_multiple: int = 8,
+) -> SFTResult:
+    """`train_sft` on already-encoded (ids_T, loss_mask_T) examples (e.g. multi-turn episodes).
+
+    Args:
+      model, tokenizer (gives the pad id): as in `train_sft`.
+      encoded: examples from `encode_example` or `multiturn.encode_episode`.
+      steps, batch_size, lr, seed, eval_fn, eval_every, log_every, optimizer,
+        length_multiple: as in `train_sft`.
+    Returns:
+      SFTResult. Raises FloatingPointError on a non-finite loss.
+    """
+    if not encoded:
+        raise ValueError("train_sft_encoded needs at least one example")
     longest = max(len(ids) for ids, _ in encoded)
     length = -(-longest // length_multiple) * length_multiple
     max_positions = model.config.max_position_embeddings

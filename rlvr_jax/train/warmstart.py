@@ -49,8 +49,8 @@ from rlvr_jax.tokenizers import (
     load_tokenizer,
 )
 from rlvr_jax.train.evaluate import evaluate_task
-from rlvr_jax.train.multiturn import episode_example, evaluate_episodes, train_sft_encoded
-from rlvr_jax.train.sft import end_of_turn_id, train_sft
+from rlvr_jax.train.multiturn import episode_example, evaluate_episodes
+from rlvr_jax.train.sft import end_of_turn_id, train_sft, train_sft_encoded
 
 log = logging.getLogger(__name__)
 

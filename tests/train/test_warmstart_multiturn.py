@@ -19,8 +19,8 @@ from rlvr_jax.train.multiturn import (
     encode_episode,
     evaluate_episodes,
     reference_segments,
-    train_sft_encoded,
 )
+from rlvr_jax.train.sft import train_sft_encoded
 from rlvr_jax.train.warmstart import (
     SPECS,
     WarmStartSpec,
