@@ -384,22 +384,9 @@ def plan_from_config(
       The Plan; the train micro-batch is `train.micro_batch_size` rows (or the
       whole minibatch) of P + N tokens.
     """
-    from rlvr_jax.rl.build import loss_spec
-    from rlvr_jax.rl.update import build_optimizer
+    from rlvr_jax.rl.build import loss_spec, policy_optimizer
 
-    o = c.optimizer
-    updates = c.train.steps * c.train.ppo_epochs * c.train.num_minibatches
-    optimizer = build_optimizer(
-        o.lr,
-        updates,
-        warmup_steps=o.warmup_steps,
-        schedule=o.schedule,
-        end_lr_fraction=o.end_lr_fraction,
-        b1=o.b1,
-        b2=o.b2,
-        weight_decay=o.weight_decay,
-        clip_norm=o.clip_norm,
-    )
+    optimizer = policy_optimizer(c)
     cfg = policy_config(c, model).replace(param_dtype=param_dtype, dtype=dtype)
     mesh = sharding.make_mesh(tuple(mesh_shape or c.mesh.shape))
     batch = c.data.prompts_per_step * c.data.group_size

@@ -69,6 +69,29 @@ def build_task(c: ml_collections.ConfigDict) -> tasks.Task:
     return tasks.get(c.task.name, **task_options(c))
 
 
+def total_updates(c: ml_collections.ConfigDict) -> int:
+    """Optimizer updates in the whole run: steps × ppo_epochs × num_minibatches."""
+    return c.train.steps * c.train.ppo_epochs * c.train.num_minibatches
+
+
+def policy_optimizer(c: ml_collections.ConfigDict):
+    """The policy's optax optimizer from `config.optimizer`, scheduled over every update."""
+    from rlvr_jax.rl.update import build_optimizer
+
+    o = c.optimizer
+    return build_optimizer(
+        o.lr,
+        total_updates(c),
+        warmup_steps=o.warmup_steps,
+        schedule=o.schedule,
+        end_lr_fraction=o.end_lr_fraction,
+        b1=o.b1,
+        b2=o.b2,
+        weight_decay=o.weight_decay,
+        clip_norm=o.clip_norm,
+    )
+
+
 def loss_spec(c: ml_collections.ConfigDict) -> LossSpec:
     """The LossSpec of `config.loss`."""
     hparams = c.loss[c.loss.name].to_dict()

@@ -101,19 +101,7 @@ class Trainer:
         # The reference policy for KL: the initial weights, frozen.
         uses_ref = c.loss.kl_coef > 0 or c.loss.kl_reward_coef > 0
         self.ref_params = jax.tree.map(jnp.copy, params) if uses_ref else None
-        updates = c.train.steps * c.train.ppo_epochs * c.train.num_minibatches
-        o = c.optimizer
-        optimizer = build_optimizer(
-            o.lr,
-            updates,
-            warmup_steps=o.warmup_steps,
-            schedule=o.schedule,
-            end_lr_fraction=o.end_lr_fraction,
-            b1=o.b1,
-            b2=o.b2,
-            weight_decay=o.weight_decay,
-            clip_norm=o.clip_norm,
-        )
+        optimizer = build.policy_optimizer(c)
         critic_params = critic_opt = critic_graphdef = critic_optimizer = None
         self.critic_rest = None
         if c.critic.enabled:
@@ -121,8 +109,9 @@ class Trainer:
             critic_graphdef, critic_params, self.critic_rest = nnx.split(
                 Critic(trunk, seed=c.seed), nnx.Param, ...
             )
+            o = c.optimizer
             critic_optimizer = build_optimizer(
-                c.critic.lr, updates, b1=o.b1, b2=o.b2, clip_norm=o.clip_norm
+                c.critic.lr, build.total_updates(c), b1=o.b1, b2=o.b2, clip_norm=o.clip_norm
             )
             critic_opt = critic_optimizer.init(critic_params)
             self.value_fn = make_value_fn(critic_graphdef)
