@@ -131,13 +131,33 @@ def evaluate_task(
                 if example is None:
                     example = dict(prompt=problem.prompt, response=text, reason=verdict.reason)
             num_correct.append(correct)
+    return summarize_samples(
+        n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
+    )
+
+
+def summarize_samples(
+    n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
+):
+    """The result dict of `evaluate_task` from per-sample and per-problem records.
+
+    Args:
+      n_samples: n, samples per problem.
+      temperature: the sampling temperature (reported).
+      rewards, lengths, stopped: one entry per sample.
+      reasons: Counter of verifier reasons over all samples.
+      num_correct: correct samples per problem.
+      example: one example record (any dict) or None.
+    Returns:
+      The dict described in `evaluate_task`.
+    """
     out = {
-        "num_problems": num_problems,
+        "num_problems": len(num_correct),
         "n_samples": n_samples,
         "temperature": temperature,
         "mean_reward": float(np.mean(rewards)),
         "reasons": dict(sorted(reasons.items())),
-        "num_correct": num_correct,
+        "num_correct": list(num_correct),
         "mean_response_tokens": float(np.mean(lengths)),
         "stopped_fraction": float(np.mean(stopped)),
         "example": example,

@@ -25,7 +25,7 @@ from rlvr_jax.rollout.multiturn import Env, observation_ids, run_episodes
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.tasks.base import CORRECT, Problem, Task
 from rlvr_jax.tokenizers import Tokenizer
-from rlvr_jax.train.evaluate import pass_at_k
+from rlvr_jax.train.evaluate import summarize_samples
 from rlvr_jax.train.sft import (
     encode_prompt,
     end_of_turn_id,
@@ -154,18 +154,8 @@ def evaluate_episodes(
         lengths += ep.rollout.response_mask.sum(axis=1).tolist()
         stopped += ep.rollout.stopped.tolist()
         turns += ep.num_turns.tolist()
-    out = {
-        "num_problems": num_problems,
-        "n_samples": n_samples,
-        "temperature": temperature,
-        "mean_reward": float(np.mean(rewards)),
-        "reasons": dict(sorted(reasons.items())),
-        "num_correct": num_correct,
-        "mean_response_tokens": float(np.mean(lengths)),
-        "stopped_fraction": float(np.mean(stopped)),
-        "mean_turns": float(np.mean(turns)),
-        "example": example,
-    }
-    for k in sorted({1, n_samples}):
-        out[f"pass@{k}"] = float(np.mean(pass_at_k(n_samples, np.asarray(num_correct), k)))
+    out = summarize_samples(
+        n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
+    )
+    out["mean_turns"] = float(np.mean(turns))
     return out
