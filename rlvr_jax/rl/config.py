@@ -28,7 +28,7 @@ def default_config() -> ml_collections.ConfigDict:
       A locked ConfigDict (unlock with `config.unlocked()` to add fields).
     """
     # The registries fill the sub-configs; importing `methods` registers the seed methods.
-    from rlvr_jax.rl import credit, methods, objectives, scheduled  # noqa: F401
+    from rlvr_jax.rl import credit, methods, objectives, scheduled, signals  # noqa: F401
 
     c = ml_collections.ConfigDict()
     c.seed = 0  # model-free randomness: prompt order, sampling, minibatch order
@@ -86,6 +86,14 @@ def default_config() -> ml_collections.ConfigDict:
     c.reward.overlong_cache = 0  # DAPO soft overlong penalty: L_cache tokens (0 = off)
     c.reward.overlong_penalty = 1.0  # its scale
     c.reward.mask_truncated = False  # DAPO overlong filtering: truncated responses get no loss
+
+    # ------------------------------------------------------------------- signals
+    # Score-stage signals (rlvr_jax.rl.signals): extra batch fields that transforms and
+    # losses read (teacher log-probs, first-mistake indices, ...), comma-separated, in order.
+    c.score = ml_collections.ConfigDict()
+    c.score.signals = ""
+    for name in signals.SIGNALS.names():
+        c.score[name] = ml_collections.ConfigDict(dict(signals.SIGNALS.get(name).defaults))
 
     # -------------------------------------------------------------------- credit
     c.credit = ml_collections.ConfigDict()
@@ -209,7 +217,7 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
 def validate(c: ml_collections.ConfigDict) -> None:
     """Checks choices and ranges; ValueError naming the field and the valid values."""
     from rlvr_jax import tasks
-    from rlvr_jax.rl import credit, objectives, scheduled, select
+    from rlvr_jax.rl import credit, objectives, scheduled, select, signals
 
     def choice(field, value, valid):
         if value not in valid:
@@ -226,9 +234,12 @@ def validate(c: ml_collections.ConfigDict) -> None:
     choice("select.name", c.select.name, select.SELECTORS + scheduled.SCHEDULED)
     choice("select.estimator", c.select.estimator, scheduled.ESTIMATOR_NAMES)
     choice("credit.name", c.credit.name, credit.ESTIMATORS.names())
-    for name in transform_names(c):
+    names = transform_names(c)
+    for name in names:
         choice("credit.transforms", name, credit.TRANSFORMS.names())
     choice("loss.name", c.loss.name, objectives.POLICY_LOSSES.names())
+    for name in signals.signal_names(c):
+        choice("score.signals", name, signals.SIGNALS.names())
     choice("loss.aggregation", c.loss.aggregation, AGGREGATION_MODES)
     choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
     choice("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
@@ -282,5 +293,11 @@ def validate(c: ml_collections.ConfigDict) -> None:
             "config.credit.transforms has 'pair' (pair-inclusion weights), which needs "
             f"config.select.name = 'pair', got {c.select.name!r}"
         )
+    needed = {f"credit transform {n!r}": credit.TRANSFORMS.get(n).requires for n in names}
+    needed[f"loss {c.loss.name!r}"] = objectives.POLICY_LOSSES.get(c.loss.name).requires
+    # The PAIR scheduler adds its own fields (incl_prob_B, candidates_B) to the batch.
+    sched_fields = ("incl_prob_B", "candidates_B") if c.select.name == "pair" else ()
+    needed = {k: tuple(f for f in v if f not in sched_fields) for k, v in needed.items()}
+    signals.check_fields(c, needed)
     if c.credit.name == "gae" and not c.critic.enabled:
         raise ValueError("config.credit.name = 'gae' needs a critic: set config.critic.enabled")

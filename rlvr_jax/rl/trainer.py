@@ -40,7 +40,7 @@ from flax import nnx
 
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
-from rlvr_jax.rl import build, credit, scheduled, select
+from rlvr_jax.rl import build, credit, scheduled, select, signals
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.rollout import Groups, sample_groups
@@ -96,6 +96,7 @@ class Trainer:
             )
         # Extra batch fields of the current step (the scheduler's, e.g. PAIR's π).
         self._step_fields: dict[str, np.ndarray] = {}
+        self.score_ctx = signals.ScoreContext(config=c, trainer=self)
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         self.scorer = make_scorer(graphdef)
         # The reference policy for KL: the initial weights, frozen.
@@ -179,13 +180,18 @@ class Trainer:
             b["old_logps_BxT"] = np.where(mask, old, 0.0).astype(np.float32)
         else:
             b["old_logps_BxT"] = g.logps
-        rewards = g.rewards
         if self.ref_params is not None:
             ref = _chunked(self.scorer, self.ref_params, self.rest, *args, rows=rows, chunk=chunk)
             b["ref_logps_BxT"] = np.where(mask, ref, 0.0).astype(np.float32)
-            if c.loss.kl_reward_coef:
-                kl_B = np.sum(np.where(mask, b["old_logps_BxT"] - ref, 0.0), -1)
-                rewards = rewards - c.loss.kl_reward_coef * kl_B
+        # Score-stage signals (teacher log-probs, first mistakes, ...; `rl.signals`).
+        b.update(entropy_BxT=g.entropy, rewards_B=g.rewards, correct_B=g.correct)
+        b.update(group_B=g.group, valid_B=g.valid, step=int(self.state.step))
+        b.update(self._step_fields)
+        b.update(signals.compute(self.score_ctx, g, b))
+        rewards = b.pop("rewards_B")
+        if c.loss.kl_reward_coef:
+            kl_B = np.sum(np.where(mask, b["old_logps_BxT"] - b["ref_logps_BxT"], 0.0), -1)
+            rewards = rewards - c.loss.kl_reward_coef * kl_B
         values = None
         if c.critic.enabled:
             values = _chunked(
@@ -209,17 +215,15 @@ class Trainer:
         )
         names = transform_names(c)
         if names:
-            fields = dict(b, entropy_BxT=g.entropy, rewards_B=rewards, correct_B=g.correct)
             # `step`: the RL step, for transforms with schedules (SAF-OPD's warm-up/anneal).
-            fields.update(group_B=g.group, valid_B=g.valid, step=int(self.state.step))
-            fields.update(self._step_fields)
+            fields = dict(b, rewards_B=rewards)
             hparams = {n: c.credit[n].to_dict() for n in names}
             adv = credit.apply_transforms(names, adv, fields, hparams)
         b["adv_BxT"] = np.asarray(adv, np.float32)
         if returns is not None:
             b["returns_BxT"] = np.asarray(returns, np.float32)
         b["rewards_B"] = rewards.astype(np.float32)
-        b["correct_B"] = g.correct
+        del b["step"]  # not a row field: the update's minibatches hold only _BxT / _B arrays
         return b
 
     def _chunk(self) -> int:
