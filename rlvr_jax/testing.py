@@ -57,12 +57,14 @@ def tiny_config(family: str = "qwen3", **overrides) -> ModelConfig:
 
 
 def bench_config(size: str = "3m", family: str = "qwen3") -> ModelConfig:
-    """Configs of the sampler/trainer benchmarks ("3m": ~3M params, "30m": ~30M)."""
+    """Configs of the sampler/trainer benchmarks ("3m", "30m", "100m": ~3M, ~30M, ~100M params)."""
     sizes = {
         "3m": dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_layers=4,
                    num_heads=8, num_kv_heads=4, head_dim=32),
         "30m": dict(vocab_size=2048, hidden_size=512, intermediate_size=1536, num_layers=8,
                     num_heads=8, num_kv_heads=4, head_dim=64),
+        "100m": dict(vocab_size=8192, hidden_size=768, intermediate_size=2304, num_layers=12,
+                     num_heads=12, num_kv_heads=4, head_dim=64),
     }  # fmt: skip
     if size not in sizes:
         raise ValueError(f"unknown size {size!r}; choose from {sorted(sizes)}")
