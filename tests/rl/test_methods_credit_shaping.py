@@ -14,6 +14,18 @@ from rlvr_jax.rl import config, credit, objectives
 TRANSFORMS = ("cliff", "cue_grpo", "dash", "cbpo", "om_grpo", "om_grpo_contrast", "answer_mask")
 LOSSES = ("oc_grpo", "lspo")
 B, T = 8, 6
+# config.score.signals that provide the fields each transform / loss requires.
+SIGNALS = {
+    "cliff": "first_mistake",
+    "cue_grpo": "cue",
+    "cbpo": "branches",
+    "om_grpo": "answers",
+    "om_grpo_contrast": "answers,pair_compare",
+    "answer_mask": "answers",
+    "dash": "teacher",
+    "oc_grpo": "behaviour",
+    "lspo": "behaviour",
+}
 
 
 def _batch(seed=0):
@@ -61,6 +73,7 @@ def _defaults(name):
 def test_transform_selectable_by_config(name):
     c = config.default_config()
     c.credit.transforms = name
+    c.score.signals = SIGNALS.get(name, "")
     config.validate(c)
     assert config.transform_names(c) == [name]
     assert set(c.credit[name].to_dict()) == set(credit.TRANSFORMS.get(name).defaults)
@@ -70,6 +83,7 @@ def test_transform_selectable_by_config(name):
 def test_loss_selectable_by_config(name):
     c = config.default_config()
     c.loss.name = name
+    c.score.signals = SIGNALS[name]
     config.validate(c)
     assert c.loss[name].cap == 2.0
 

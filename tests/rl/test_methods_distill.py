@@ -16,6 +16,18 @@ TRANSFORMS = [
     "opsa",
     "opd_denoised",
 ]
+# config.score.signals that provide the fields each transform / loss requires.
+SIGNALS_FOR = {
+    "opdvr": "teacher",
+    "opd_additive": "teacher",
+    "opd_rescale": "teacher",
+    "saf_opd": "teacher",
+    "rstg": "teacher",
+    "opd_denoised": "teacher",
+    "h2sd": "hint",
+    "cpo": "hint",
+    "h2sd_kl": "hint",
+}
 
 
 def _batch(rng, groups=3, g=4, t=6):
@@ -42,6 +54,7 @@ def _batch(rng, groups=3, g=4, t=6):
 def test_transform_is_selectable_from_the_config(name):
     c = config.default_config()
     c.credit.transforms = name
+    c.score.signals = SIGNALS_FOR.get(name, "")
     config.validate(c)
     assert set(c.credit[name].keys()) == set(credit.TRANSFORMS.get(name).defaults)
 
@@ -49,6 +62,7 @@ def test_transform_is_selectable_from_the_config(name):
 def test_h2sd_kl_loss_is_selectable():
     c = config.default_config()
     c.loss.name = "h2sd_kl"
+    c.score.signals = SIGNALS_FOR["h2sd_kl"]
     config.validate(c)
 
 

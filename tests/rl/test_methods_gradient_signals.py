@@ -14,6 +14,9 @@ from rlvr_jax.rl import credit, objectives
 from rlvr_jax.rl.methods import gradient_signals as gs
 from rlvr_jax.testing import tiny_config
 
+# config.score.signals that provide the fields each transform requires.
+SIGNALS_FOR = {"cscr": "cscr_shift"}
+
 
 def _batch(seed=0, b=8, t=6):
     rng = np.random.default_rng(seed)
@@ -64,6 +67,7 @@ def test_cscr_is_selectable_and_matches_the_kernel():
     c = config_lib.default_config()
     c.credit.transforms = "cscr"
     c.credit.cscr.alpha = 0.5
+    c.score.signals = SIGNALS_FOR["cscr"]
     config_lib.validate(c)
     b = _batch(2)
     hp = {"cscr": c.credit.cscr.to_dict()}

@@ -4,4 +4,10 @@ Each module wraps pure kernels from `rlvr_jax.core` into the stage registries of
 `rlvr_jax.rl.credit` (TRANSFORMS) and `rlvr_jax.rl.objectives` (POLICY_LOSSES).
 """
 
-from rlvr_jax.rl.methods import credit_shaping, distill, gradient_signals  # noqa: F401
+from rlvr_jax.rl.methods import (  # noqa: F401
+    credit_shaping,
+    distill,
+    gradient_signals,
+    model_signals,
+    task_signals,
+)

@@ -1,0 +1,358 @@
+"""Score-stage signals with a model forward pass: teacher, hint, cscr_shift, behaviour."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import types
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from rlvr_jax import tasks
+from rlvr_jax.models import init_model
+from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.rl import config as config_lib
+from rlvr_jax.rl import signals
+from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.rl.methods import model_signals as ms
+from rlvr_jax.rl.rollout import Groups
+from rlvr_jax.rl.update import make_scorer
+from rlvr_jax.testing import tiny_config
+from rlvr_jax.tokenizers import CharTokenizer
+from rlvr_jax.train import warmstart
+from rlvr_jax.train.sft import encode_prompt
+
+HINT_TPL = "{prompt}\n{hint}"
+
+
+def _trainer(tokenizer, task, seed=0, chunk=4):
+    """The attributes of a Trainer the signals read, on a tiny random policy."""
+    cfg = tiny_config(
+        "qwen3",
+        vocab_size=tokenizer.vocab_size,
+        eos_token_id=tokenizer.eos_id,
+        max_position_embeddings=512,
+    )
+    model = init_model(cfg, seed=seed)
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    return types.SimpleNamespace(
+        model=model,
+        tokenizer=tokenizer,
+        task=task,
+        pad_id=tokenizer.pad_id or 0,
+        scorer=make_scorer(graphdef),
+        state=types.SimpleNamespace(params=params),
+        rest=rest,
+        _chunk=lambda: chunk,
+        mesh=None,
+        rules="fsdp",
+    )
+
+
+def _groups(tokenizer, task, rng, *, prompts=3, g=2, budget=12):
+    """Rollouts by hand in the sampler layout: left-padded prompt, then a random response."""
+    problems = task.problems(prompts, "train")
+    encoded = [encode_prompt(tokenizer, p.prompt) for p in problems for _ in range(g)]
+    rows, width = len(encoded), max(len(e) for e in encoded)
+    shape = (rows, width + budget)
+    tokens, attn = np.zeros(shape, np.int32), np.zeros(shape, bool)
+    pmask, rmask = np.zeros(shape, bool), np.zeros(shape, bool)
+    for i, e in enumerate(encoded):
+        n = int(rng.integers(3, budget + 1))
+        tokens[i, width - len(e) : width] = e
+        tokens[i, width : width + n] = rng.integers(10, tokenizer.vocab_size, n)
+        pmask[i, width - len(e) : width] = True
+        rmask[i, width : width + n] = True
+    attn = pmask | rmask
+    zeros = np.zeros(shape, np.float32)
+    return Groups(
+        tokens=tokens,
+        attention_mask=attn,
+        prompt_mask=pmask,
+        response_mask=rmask,
+        logps=zeros,
+        entropy=zeros,
+        group=np.repeat(np.arange(prompts), g).astype(np.int32),
+        valid=np.array([True] * (rows - 1) + [False]),  # a padding row: masked out
+        rewards=zeros[:, 0],
+        correct=np.arange(rows) % 3 == 0,
+        stopped=np.ones(rows, bool),
+        reasons=[""] * rows,
+        problems=problems,
+    )
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """A tiny policy on arithmetic, one step's groups and its batch fields."""
+    tokenizer = warmstart.default_tokenizer()
+    task = tasks.get("arithmetic", **warmstart.TASK_OPTIONS["arithmetic"])
+    tr = _trainer(tokenizer, task)
+    g = _groups(tokenizer, task, np.random.default_rng(0))
+    # The sampler's log-probs equal teacher forcing; here they are teacher forcing.
+    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    mask = g.response_mask & g.valid[:, None]
+    b = {
+        "tokens_BxT": g.tokens,
+        "attention_mask_BxT": g.attention_mask,
+        "mask_BxT": mask,
+        "old_logps_BxT": np.where(mask, g.logps, 0.0).astype(np.float32),
+        "rollout_logps_BxT": g.logps,
+        "correct_B": g.correct,
+        "valid_B": g.valid,
+    }
+    ctx = signals.ScoreContext(config=config_lib.default_config(), trainer=tr)
+    return ctx, g, b
+
+
+_DIRECT_WIDTH = 192
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _jit_token_logps(graphdef, state, tokens, attn):
+    return token_logps(nnx.merge(graphdef, state), tokens, attn)
+
+
+def _scored(model, tokens, attn) -> np.ndarray:
+    """`scoring.token_logps` of the model on whole rows (jitted: eager op-by-op is slower)."""
+    return np.asarray(_jit_token_logps(*nnx.split(model), tokens, attn))
+
+
+def _direct(tr, prompts: list[str], g, b) -> np.ndarray:
+    """[R, L]: row i's response scored after the chat-wrapped prompts[i], built by hand.
+
+    Each row is [prompt][response] from column 0 (right padding cannot change
+    causal outputs), scored in one call, and its values put back at the masked
+    columns of the original row.
+    """
+    rows, length = b["mask_BxT"].shape
+    tokens = np.zeros((rows, _DIRECT_WIDTH), np.int32)
+    attn = np.zeros((rows, _DIRECT_WIDTH), np.int32)
+    spans = []
+    for i in range(rows):
+        p = encode_prompt(tr.tokenizer, prompts[i])
+        r = g.tokens[i][b["mask_BxT"][i]]
+        assert len(p) + len(r) <= _DIRECT_WIDTH
+        tokens[i, : len(p) + len(r)] = p + r.tolist()
+        attn[i, : len(p) + len(r)] = 1
+        spans.append((len(p), len(p) + len(r)))
+    lp = _scored(tr.model, tokens, attn)
+    out = np.zeros((rows, length), np.float32)
+    for i, (lo, hi) in enumerate(spans):
+        out[i, b["mask_BxT"][i]] = lp[i, lo:hi]
+    return out
+
+
+def _problem(g, i):
+    return g.problems[int(g.group[i])]
+
+
+def test_relayout_maps_every_response_column_back():
+    prompts = [[7, 8, 9], [5]]
+    tokens = np.array([[0, 1, 2, 30, 31, 0], [0, 0, 3, 40, 0, 0]], np.int32)
+    attn = np.array([[0, 1, 1, 1, 1, 0], [0, 0, 1, 1, 0, 0]], bool)
+    pmask = np.array([[0, 1, 1, 0, 0, 0], [0, 0, 1, 0, 0, 0]], bool)
+    lay = ms.relayout(prompts, tokens, attn, pmask, pad_id=0, multiple=4)
+    # width 3 + response columns 3..5 (3 each) = 6 -> 8 columns.
+    np.testing.assert_array_equal(lay.tokens[0], [7, 8, 9, 30, 31, 0, 0, 0])
+    np.testing.assert_array_equal(lay.tokens[1], [0, 0, 5, 40, 0, 0, 0, 0])
+    np.testing.assert_array_equal(lay.attention_mask[1], [0, 0, 1, 1, 0, 0, 0, 0])
+    back = ms.map_back(lay.tokens.astype(float), lay, 6)
+    np.testing.assert_array_equal(back, np.where(np.arange(6) >= 3, tokens, 0))
+
+
+def test_hint_equals_direct_scoring_of_the_hand_built_sequence(setup):
+    ctx, g, b = setup
+    tr = ctx.trainer
+    out = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="")
+    assert set(out) == {"hint_logps_BxT"}
+    rows = range(len(g.tokens))
+    texts = [_problem(g, i).prompt + "\n" + tr.task.hint(_problem(g, i)) for i in rows]
+    np.testing.assert_allclose(out["hint_logps_BxT"], _direct(tr, texts, g, b), atol=2e-5)
+    # The hint changes the numbers (the context really is in the prompt).
+    assert np.abs(out["hint_logps_BxT"] - b["old_logps_BxT"]).max() > 1e-3
+
+
+def test_empty_hint_reproduces_the_old_logps(setup):
+    ctx, g, b = setup
+    empty = dataclasses.replace(ctx, trainer=types.SimpleNamespace(**vars(ctx.trainer)))
+    empty.trainer.task = types.SimpleNamespace(name="arithmetic", hint=lambda p: "")
+    lp = ms.hint(empty, g, b, template="{prompt}{hint}", correct_template="")["hint_logps_BxT"]
+    np.testing.assert_allclose(lp, b["old_logps_BxT"], atol=1e-5)
+
+
+def test_hint_uses_the_correct_template_on_correct_rows(setup):
+    ctx, g, b = setup
+    tr = ctx.trainer
+    tpl = "{prompt}\nA correct solution:\n{response}\nRephrase it."
+    lp = ms.hint(ctx, g, b, template=HINT_TPL, correct_template=tpl)["hint_logps_BxT"]
+    texts = []
+    for i in range(len(g.tokens)):
+        p = _problem(g, i)
+        if b["correct_B"][i]:
+            response = tr.tokenizer.decode(g.tokens[i][g.response_mask[i]])
+            texts.append(tpl.format(prompt=p.prompt, response=response))
+        else:
+            texts.append(p.prompt + "\n" + tr.task.hint(p))
+    assert b["correct_B"][b["valid_B"]].any() and not b["correct_B"].all()
+    np.testing.assert_allclose(lp, _direct(tr, texts, g, b), atol=2e-5)
+
+
+def test_cscr_shifts_are_the_context_logps_minus_the_old_ones(setup):
+    ctx, g, b = setup
+    tr = ctx.trainer
+    pos, neg = "{prompt}\nThis is right.", "{prompt}\nThis is wrong."
+    out = ms.cscr_shift(ctx, g, b, correct_template=pos, incorrect_template=neg)
+    assert set(out) == set(signals.provides("cscr_shift"))
+    for field, suffix in (
+        ("cf_shift_correct_BxT", "\nThis is right."),
+        ("cf_shift_incorrect_BxT", "\nThis is wrong."),
+    ):
+        texts = [_problem(g, i).prompt + suffix for i in range(len(g.tokens))]
+        want = _direct(tr, texts, g, b) - b["old_logps_BxT"]
+        np.testing.assert_allclose(out[field], want, atol=2e-5)
+    assert not np.allclose(out["cf_shift_correct_BxT"], out["cf_shift_incorrect_BxT"])
+
+
+def test_behaviour_is_the_rollout_logps_or_the_context_view(setup):
+    ctx, g, b = setup
+    tr = ctx.trainer
+    out = ms.behaviour(ctx, g, b, context="")["behaviour_logps_BxT"]
+    np.testing.assert_array_equal(out, np.where(b["mask_BxT"], g.logps, 0.0))
+    out = ms.behaviour(ctx, g, b, context="Answer: {solution}")["behaviour_logps_BxT"]
+    texts = [f"{p.prompt}\nAnswer: {p.solution}" for p in (_problem(g, i) for i in range(6))]
+    np.testing.assert_allclose(out, _direct(tr, texts, g, b), atol=2e-5)
+
+
+def test_template_errors_name_the_option_and_the_task(setup):
+    ctx, g, b = setup
+    with pytest.raises(ValueError, match=r"score.hint.template.*'answer'.*valid fields"):
+        ms.hint(ctx, g, b, template="{prompt} {answer}", correct_template="")
+    no_hint = dataclasses.replace(ctx, trainer=types.SimpleNamespace(**vars(ctx.trainer)))
+    no_hint.trainer.task = tasks.get("countdown")
+    with pytest.raises(ValueError, match=r"task 'countdown' has no hint"):
+        ms.hint(no_hint, g, b, template=HINT_TPL, correct_template="")
+
+
+def test_teacher_equals_an_independent_scorer_call(setup):
+    ctx, g, b = setup
+    ctx = dataclasses.replace(ctx, cache={})
+    out = ms.teacher(
+        ctx,
+        g,
+        b,
+        source="warm_start",
+        domain="arithmetic",
+        role="teacher",
+        path="",
+        template=HINT_TPL,
+    )
+    ws = warmstart.load_warm_start("arithmetic", "teacher")
+    want = _scored(ws.model, b["tokens_BxT"], b["attention_mask_BxT"])
+    np.testing.assert_allclose(
+        out["teacher_logps_BxT"], np.where(b["mask_BxT"], want, 0), atol=1e-5, rtol=1e-5
+    )
+    assert len(ctx.cache) == 1  # loaded once, reused on the next call
+    again = ms.teacher(
+        ctx,
+        g,
+        b,
+        source="warm_start",
+        domain="arithmetic",
+        role="teacher",
+        path="",
+        template=HINT_TPL,
+    )
+    np.testing.assert_array_equal(again["teacher_logps_BxT"], out["teacher_logps_BxT"])
+    assert len(ctx.cache) == 1
+
+
+def test_teacher_source_hint_is_the_hint_view(setup):
+    ctx, g, b = setup
+    got = ms.teacher(
+        ctx, g, b, source="hint", domain="", role="teacher", path="", template=HINT_TPL
+    )
+    want = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="")
+    np.testing.assert_array_equal(got["teacher_logps_BxT"], want["hint_logps_BxT"])
+
+
+def test_teacher_with_another_tokenizer_is_refused():
+    tok = CharTokenizer(vocab_size=128)
+    ctx = signals.ScoreContext(config=config_lib.default_config(), trainer=_trainer(tok, None))
+    with pytest.raises(
+        ValueError, match=r"config.score.teacher.*does not share the policy's tokenizer"
+    ):
+        ms.load_teacher(ctx, source="warm_start", domain="arithmetic", role="teacher", path="")
+    with pytest.raises(ValueError, match=r"source = 'hub'; valid"):
+        ms.load_teacher(ctx, source="hub", domain="", role="teacher", path="")
+
+
+# ------------------------------------------------------------------------ end to end
+def _parity_rewards(monkeypatch):
+    """A random model never solves a task: reward rows by the parity of their tokens."""
+    original = trainer_lib.sample_groups
+
+    def sample(*args, **kwargs):
+        groups = original(*args, **kwargs)
+        tokens = np.where(groups.response_mask, groups.tokens, 0)
+        groups.rewards = (tokens.sum(-1) % 2).astype(np.float32)
+        groups.correct = groups.rewards > 0
+        return groups
+
+    monkeypatch.setattr(trainer_lib, "sample_groups", sample)
+
+
+def _capture(monkeypatch):
+    """Records (groups, batch, signal fields) of every step."""
+    seen = []
+    original = signals.compute
+
+    def compute(ctx, groups, batch):
+        out = original(ctx, groups, batch)
+        seen.append((ctx.trainer, groups, dict(batch), out))
+        return out
+
+    monkeypatch.setattr(trainer_lib.signals, "compute", compute)
+    return seen
+
+
+def _pulse(transform, signal):
+    c = config_lib.default_config()
+    config_lib.apply_variant(c, "pulse")
+    c.eval.at_start = False
+    c.checkpoint.export_final = False
+    c.credit.transforms = transform
+    c.score.signals = signal
+    return c
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transform, signal", [("opdvr", "teacher"), ("h2sd", "hint")])
+def test_trainer_pulse_with_a_model_signal(transform, signal, tmp_path, monkeypatch):
+    _parity_rewards(monkeypatch)
+    seen = _capture(monkeypatch)
+    c = _pulse(transform, signal)
+    c.score.teacher.domain = "arithmetic"
+    trainer_lib.train(c, tmp_path)
+    lines = [json.loads(x) for x in (Path(tmp_path) / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in lines if x["split"] == "train"]
+    assert [x["step"] for x in train] == [1, 2]
+    assert all(np.isfinite(x["loss"]) for x in train)
+    tr, g, b, out = seen[0]
+    field = signals.provides(signal)[0]
+    m = b["mask_BxT"]
+    if signal == "teacher":
+        ws = warmstart.load_warm_start("arithmetic", "teacher")
+        want = _scored(ws.model, b["tokens_BxT"], b["attention_mask_BxT"])
+        np.testing.assert_allclose(out[field], np.where(m, want, 0), atol=1e-5, rtol=1e-5)
+    else:
+        texts = [p.prompt + "\n" + tr.task.hint(p) for p in (_problem(g, i) for i in range(len(m)))]
+        # Step 0 scores with the initial weights: a fresh init of the same seed.
+        init = types.SimpleNamespace(model=init_model(tr.model.config, seed=c.seed))
+        init.tokenizer = tr.tokenizer
+        np.testing.assert_allclose(out[field], _direct(init, texts, g, b), atol=2e-5)
