@@ -1,9 +1,15 @@
-"""The PPO value model: a transformer trunk with a scalar head, values aligned like log-probs.
+"""The PPO value model: a transformer trunk with a value head, values aligned like log-probs.
 
 Token t is the action taken in the state "tokens < t", so its value V_t is read
 from the hidden state at position t − 1 (which has seen exactly those tokens).
 The returned `values_BxT` therefore line up with `logps_BxT` and the response
 mask: entry t is the value before token t is chosen; entry 0 is 0.
+
+Two heads, chosen by the critic loss (`config.critic.loss`):
+  "mse": a scalar head regressed with the clipped squared error;
+  "hl_gauss": a categorical head (`models.heads.CategoricalValueHead`, M bins
+    on [v_min, v_max]) trained by cross-entropy to HL-Gauss targets
+    (`core.hl_gauss`); its value is the expected bin centre.
 """
 
 from __future__ import annotations
@@ -11,21 +17,67 @@ from __future__ import annotations
 import jax.numpy as jnp
 from flax import nnx
 
-from rlvr_jax.models.heads import ScalarValueHead
+from rlvr_jax.models.heads import CategoricalValueHead, ScalarValueHead
 from rlvr_jax.models.transformer import Transformer
+
+LOSSES = ("mse", "hl_gauss")
 
 
 class Critic(nnx.Module):
     """V(tokens < t) for every position t of a batch."""
 
-    def __init__(self, trunk: Transformer, *, seed: int = 0):
+    def __init__(
+        self,
+        trunk: Transformer,
+        *,
+        seed: int = 0,
+        loss: str = "mse",
+        num_bins: int = 51,
+        v_min: float = -1.0,
+        v_max: float = 1.0,
+    ):
         """Args:
         trunk: the transformer whose final hidden states the head reads (usually a
           copy of the initial policy, as in PPO for LMs); trained with the head.
         seed: head initialisation seed.
+        loss: one of LOSSES; "hl_gauss" gets a categorical head.
+        num_bins, v_min, v_max: the categorical head's support (ignored for "mse").
         """
+        if loss not in LOSSES:
+            raise ValueError(f"unknown critic loss {loss!r}; valid: {', '.join(LOSSES)}")
         self.trunk = trunk
-        self.head = ScalarValueHead(trunk.config.hidden_size, rngs=nnx.Rngs(seed))
+        self.loss = loss
+        d, rngs = trunk.config.hidden_size, nnx.Rngs(seed)
+        if loss == "hl_gauss":
+            self.head = CategoricalValueHead(
+                d, num_bins=num_bins, v_min=v_min, v_max=v_max, rngs=rngs
+            )
+        else:
+            self.head = ScalarValueHead(d, rngs=rngs)
+
+    def _shift(self, x_BxT):
+        """Entry t from hidden state t − 1; entry 0 (no state before it) is 0."""
+        pad = ((0, 0), (1, 0)) + ((0, 0),) * (x_BxT.ndim - 2)
+        return jnp.pad(x_BxT[:, :-1], pad)
+
+    def _head_out(self, tokens_BxT, attention_mask_BxT):
+        out = self.trunk.forward(tokens_BxT, attention_mask_BxT, return_hidden=True, logits="none")
+        return self.head(out.hidden)
+
+    def logits(self, tokens_BxT, attention_mask_BxT):
+        """Bin logits of the categorical head, aligned like the values.
+
+        Args:
+          tokens_BxT: int token ids (any padding).
+          attention_mask_BxT: 1 at real tokens.
+        Returns:
+          logits_BxTxM float32: entry t scores V(tokens < t); entry 0 is 0 (uniform).
+        """
+        if self.loss != "hl_gauss":
+            raise ValueError(
+                f"Critic.logits needs the 'hl_gauss' head; this critic is {self.loss!r}"
+            )
+        return self._shift(self._head_out(tokens_BxT, attention_mask_BxT))
 
     def __call__(self, tokens_BxT, attention_mask_BxT):
         """Values aligned like `scoring.token_logps`.
@@ -36,6 +88,6 @@ class Critic(nnx.Module):
         Returns:
           values_BxT float32: entry t is V(tokens < t); entry 0 is 0.
         """
-        out = self.trunk.forward(tokens_BxT, attention_mask_BxT, return_hidden=True, logits="none")
-        v_BxT = self.head(out.hidden)
-        return jnp.pad(v_BxT[:, :-1], ((0, 0), (1, 0)))
+        out = self._head_out(tokens_BxT, attention_mask_BxT)
+        v_BxT = self.head.values(out) if self.loss == "hl_gauss" else out
+        return self._shift(v_BxT)

@@ -20,6 +20,7 @@ from flax import nnx, struct
 from jax import lax
 
 from rlvr_jax import sharding
+from rlvr_jax.core import hl_gauss
 from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import objectives
@@ -154,6 +155,7 @@ def make_update(
     critic_graphdef=None,
     critic_optimizer: optax.GradientTransformation | None = None,
     value_clip: float = 0.2,
+    critic_sigma_ratio: float = 0.75,
     train_policy: bool = True,
     mesh: jax.sharding.Mesh | None = None,
     rules="fsdp",
@@ -166,7 +168,8 @@ def make_update(
       spec: the policy loss.
       constant: the denominator of aggregation "constant".
       critic_graphdef, critic_optimizer: the critic's, or None for no critic.
-      value_clip: clipped value loss range.
+      value_clip: clipped value loss range (the "mse" critic's).
+      critic_sigma_ratio: HL-Gauss σ in bin widths (the "hl_gauss" critic's).
       train_policy: False updates only the critic (critic warm-up).
       mesh: run on this device mesh (see rlvr_jax.sharding): the state keeps the
         shardings of `sharding.rl_state_shardings`, minibatch rows are split over
@@ -193,10 +196,19 @@ def make_update(
 
     def critic_loss_fn(params, rest, mb, denom):
         critic = nnx.merge(critic_graphdef, params, rest)
-        values = critic(mb["tokens_BxT"], mb["attention_mask_BxT"])
-        loss_BxT = clipped_value_loss(
-            values, mb["old_values_BxT"], mb["returns_BxT"], mb["mask_BxT"], clip=value_clip
-        )
+        if critic.loss == "hl_gauss":
+            # Cross-entropy to N(R_t, σ²) binned on the head's support. No value clipping:
+            # it is a trust region of the squared error; HL-Gauss trains without one.
+            logits = critic.logits(mb["tokens_BxT"], mb["attention_mask_BxT"])
+            probs = hl_gauss.hl_gauss_targets(
+                mb["returns_BxT"], critic.head.edges, sigma_ratio=critic_sigma_ratio
+            )
+            loss_BxT = hl_gauss.cross_entropy(logits, probs, mb["mask_BxT"])
+        else:
+            values = critic(mb["tokens_BxT"], mb["attention_mask_BxT"])
+            loss_BxT = clipped_value_loss(
+                values, mb["old_values_BxT"], mb["returns_BxT"], mb["mask_BxT"], clip=value_clip
+            )
         loss = aggregate_with_denominator(loss_BxT, mb["mask_BxT"], "token-mean", denom)
         return loss, {"value_loss": jnp.sum(loss_BxT)}
 

@@ -8,20 +8,24 @@ Registered here:
     asserting the answer is correct) and "cf_shift_incorrect_BxT" (Δ⁻_t).
 
 GAR is a score-stage signal (it replaces the sequence reward before the
-advantage estimator), so it is not a credit transform: the score stage calls
-`gar_signatures_from_model` on the rollouts and on the prompts' expert
-solutions, then `gar_rewards_from_signatures`.
+advantage estimator), so it is not a credit transform: the score signal "gar"
+(`config.score.signals = "gar"`) calls `gar_signatures_from_model` on the
+rollouts and on the prompts' expert solutions (`Problem.solution`), then
+`gar_rewards_from_signatures`.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from flax import nnx
 
+from rlvr_jax import sharding
 from rlvr_jax.core import cscr as cscr_lib
 from rlvr_jax.core import gapo as gapo_lib
 from rlvr_jax.core import gar as gar_lib
-from rlvr_jax.rl import credit, objectives
+from rlvr_jax.rl import credit, objectives, signals
 
 # ------------------------------------------------------------------------------ GAPO
 
@@ -35,8 +39,9 @@ def gapo(
     """GAPO token PPO: ε_i = clip(ε·|A_i|/Ā, ε_min, ε_max) per rollout (`core.gapo`).
 
     Ā is the mean |A_j| over the micro-batch's rows with A_j ≠ 0, unless
-    ref_scale > 0 fixes it (then the bounds do not depend on the micro-batching).
-    Logs clip fractions and the mean bounds "eps_low" / "eps_high".
+    ref_scale > 0 fixes it (then the bounds do not depend on the micro-batching;
+    `gapo_batch_scale` gives the whole batch's Ā). Logs clip fractions and the
+    mean bounds "eps_low" / "eps_high".
     """
     loss, stats = gapo_lib.gapo_ppo_objective(
         logps_BxT,
@@ -74,6 +79,27 @@ def gapo_gspo(
     )
     # Each sequence's loss on each of its tokens: "seq-mean-token-mean" gives GSPO's mean.
     return loss_B[:, None] * m, {k.removesuffix("_B"): v[:, None] * m for k, v in stats.items()}
+
+
+def gapo_batch_scale(adv_BxT, mask_BxT) -> float:
+    """Ā of a whole RL batch: the mean |A_i| over rows with a loss token and A_i ≠ 0.
+
+    The losses above see one micro-batch at a time, so with ref_scale = 0 their
+    Ā (hence every ε_i) depends on micro_batch_size and on the minibatch split.
+    Computed once per batch after the credit stage and passed as the scale, the
+    bounds are the same whatever the split (`adaptive_clip_bounds` with this
+    value as ref_scale).
+
+    Args:
+      adv_BxT: the batch's final token advantages.
+      mask_BxT: bool/{0,1} loss mask.
+    Returns:
+      Ā as a Python float (0.0 when every advantage is 0).
+    """
+    adv_B, valid_B = gapo_lib.sequence_advantages(adv_BxT, mask_BxT)
+    a = np.abs(np.where(np.asarray(valid_B), np.asarray(adv_B, np.float64), 0.0))
+    n = int((a > 0).sum())
+    return float(a.sum() / n) if n else 0.0
 
 
 # ------------------------------------------------------------------------------ CSCR
@@ -188,3 +214,112 @@ def gar_rewards_from_signatures(
         align_B, correct_B, group_B, num_groups, beta=beta, has_anchor_B=has_B, valid_B=valid_B
     )
     return rewards_B, align_B
+
+
+# Anchor rows are padded to a multiple of this: few distinct shapes, few compiles.
+_ANCHOR_MULTIPLE = 32
+
+
+def anchor_rows(tokenizer, problems, *, pad_id: int = 0, multiple: int = _ANCHOR_MULTIPLE):
+    """Prompt + expert-solution rows of `problems` in the sampler layout, for GAR anchors.
+
+    Each row is the chat-rendered prompt, left-padded to the longest prompt,
+    then the solution tokens and the end-of-turn token (what a rollout samples),
+    right-padded; both parts are padded to a multiple of `multiple` columns.
+
+    Args:
+      tokenizer: the policy's tokenizer.
+      problems: P task Problems; an empty `solution` gives a row without response tokens.
+      pad_id: id written at padding positions.
+      multiple: column rounding of the prompt and solution parts.
+    Returns:
+      (tokens_PxS int32, attention_mask_PxS bool, mask_PxS bool, has_P bool): `mask`
+      is True on the solution tokens; `has_P` says which problems have a solution.
+    """
+    from rlvr_jax.train.sft import encode_prompt, end_of_turn_id
+
+    eot = end_of_turn_id(tokenizer)
+    prompts = [encode_prompt(tokenizer, p.prompt) for p in problems]
+    sols = [tokenizer.encode(p.solution) + [eot] if p.solution else [] for p in problems]
+    up = lambda n: max(-(-n // multiple) * multiple, multiple)
+    lp, ls = up(max(map(len, prompts))), up(max(map(len, sols)))
+    tokens = np.full((len(problems), lp + ls), pad_id, np.int32)
+    attn = np.zeros(tokens.shape, bool)
+    mask = np.zeros(tokens.shape, bool)
+    for i, (pr, so) in enumerate(zip(prompts, sols, strict=True)):
+        tokens[i, lp - len(pr) : lp] = pr
+        tokens[i, lp : lp + len(so)] = so
+        attn[i, lp - len(pr) : lp + len(so)] = True
+        mask[i, lp : lp + len(so)] = True
+    return tokens, attn, mask, np.array([bool(s) for s in sols])
+
+
+def _signature_fn(ctx, variant: str, chunk: int):
+    """Jitted (params, rest, tokens, attn, mask) -> sig_BxD of the policy, built once per run."""
+    key = ("gar/signature_fn", variant, int(chunk))
+    if key not in ctx.cache:
+        t = ctx.trainer
+        # The layout of `state.params` / `rest`: the trainer's split of the policy.
+        graphdef = nnx.split(t.model, nnx.Param, ...)[0]
+
+        def fn(params, rest, tokens_BxT, attention_mask_BxT, mask_BxT):
+            model = nnx.merge(graphdef, params, rest)
+            return gar_signatures_from_model(
+                model, tokens_BxT, attention_mask_BxT, mask_BxT, variant=variant, chunk=chunk
+            )
+
+        # Traced under the trainer's mesh rules, like its scorer (params stay sharded).
+        ctx.cache[key] = jax.jit(sharding.with_rules(fn, t.mesh, t.rules))
+    return ctx.cache[key]
+
+
+def _signatures(fn, params, rest, tokens, attn, mask, *, rows_per_call: int):
+    """fn over row chunks; the last chunk is filled with copies of row 0 (one shape per width)."""
+    rows, outs = len(tokens), []
+    for i in range(0, rows, rows_per_call):
+        idx = np.arange(i, i + rows_per_call)
+        idx = np.where(idx < rows, idx, 0)
+        outs.append(np.asarray(fn(params, rest, tokens[idx], attn[idx], mask[idx])))
+    return np.concatenate(outs)[:rows]
+
+
+@signals.register("gar", provides=("rewards_B",), variant="grad_hidden", beta=0.5, chunk=1024)
+def gar_signal(ctx, groups, batch, *, variant, beta, chunk):
+    """GAR rewards: passing rollouts get β·max(0, a_i − mean a) added; others keep their reward.
+
+    Signatures of the rollouts (their sampled response tokens) and of each
+    prompt's expert solution (`anchor_rows`) under the *current* policy
+    (`state.params`, recomputed every step: GAR measures alignment in the
+    policy's own gradient space, which moves as it trains). With the verifier's
+    0/1 reward this is exactly `core.gar.gar_rewards` (1 + β·bonus or 0); ours:
+    shaped rewards (overlong penalties, partial credit) are kept and the GAR
+    bonus is added on passing rows, so failing rows keep their reward. A problem
+    without a solution gives its group no anchor (bonus 0).
+
+    Options (config.score.gar.*): variant ("grad_hidden" | "grad"), beta (β),
+    chunk (vocabulary chunk of the signature kernel).
+    Returns:
+      {"rewards_B": float32 [R]}.
+    """
+    t = ctx.trainer
+    fn = _signature_fn(ctx, variant, chunk)
+    params, rest, rows = t.state.params, t.rest, t._chunk()
+    pad_id = t.tokenizer.pad_id if t.tokenizer.pad_id is not None else 0
+    resp = groups.response_mask & groups.attention_mask
+    sig_BxD = _signatures(
+        fn, params, rest, groups.tokens, groups.attention_mask, resp, rows_per_call=rows
+    )
+    a_tok, a_attn, a_mask, has_P = anchor_rows(t.tokenizer, groups.problems, pad_id=pad_id)
+    anchor_PxD = _signatures(fn, params, rest, a_tok, a_attn, a_mask, rows_per_call=rows)
+    gar_B, _ = gar_rewards_from_signatures(
+        sig_BxD,
+        anchor_PxD[:, None],
+        has_P[:, None],
+        batch["group_B"],
+        batch["correct_B"],
+        beta=beta,
+        valid_B=batch["valid_B"],
+    )
+    rewards = np.asarray(batch["rewards_B"], np.float32)
+    passed = np.asarray(batch["correct_B"], bool) & np.asarray(batch["valid_B"], bool)
+    return {"rewards_B": np.where(passed, rewards + np.asarray(gar_B) - 1.0, rewards)}

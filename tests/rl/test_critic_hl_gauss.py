@@ -1,0 +1,190 @@
+"""The HL-Gauss categorical critic: head, loss in the update, trainer pulse, checkpoint."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from rlvr_jax.models import init_model
+from rlvr_jax.rl import config as config_lib
+from rlvr_jax.rl import objectives
+from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.rl.critic import Critic
+from rlvr_jax.rl.update import RLState, make_update
+from rlvr_jax.testing import tiny_config
+
+from .test_config import load_experiment
+
+B, T, M, V_MIN, V_MAX = 4, 8, 6, -1.0, 2.0
+
+
+def _ref_targets(y, ratio=0.75):
+    """HL-Gauss target of one scalar y, from math.erf in float64."""
+    edges = np.linspace(V_MIN, V_MAX, M + 1)
+    y = min(max(y, V_MIN), V_MAX)
+    sigma = ratio * (V_MAX - V_MIN) / M
+    cdf = np.array([0.5 * (1 + math.erf((e - y) / (math.sqrt(2) * sigma))) for e in edges])
+    return np.diff(cdf) / (cdf[-1] - cdf[0])
+
+
+def _critic_setup(seed=0):
+    critic = Critic(
+        init_model(tiny_config(), seed=1), seed=seed, loss="hl_gauss", num_bins=M, v_min=V_MIN,
+        v_max=V_MAX,
+    )  # fmt: skip
+    return nnx.split(critic, nnx.Param, ...)
+
+
+def _batch():
+    rng = np.random.default_rng(0)
+    mask = np.zeros((B, T), bool)
+    mask[:, 4:] = True
+    mask[2, 6:] = False
+    attn = np.ones((B, T), bool)
+    attn[1, :2] = False
+    return {
+        "tokens_BxT": rng.integers(3, 120, (B, T)).astype(np.int32),
+        "attention_mask_BxT": attn,
+        "mask_BxT": mask,
+        "old_logps_BxT": np.zeros((B, T), np.float32),
+        "adv_BxT": np.zeros((B, T), np.float32),
+        "old_values_BxT": np.zeros((B, T), np.float32),
+        # Some returns outside [v_min, v_max]: clipped to it.
+        "returns_BxT": np.where(mask, rng.uniform(-1.5, 2.5, (B, T)), 0).astype(np.float32),
+    }
+
+
+def test_categorical_critic_values_are_expected_bin_centres():
+    graphdef, params, rest = _critic_setup()
+    critic = nnx.merge(graphdef, params, rest)
+    b = _batch()
+    # A non-uniform head, so the expectation is not just the midpoint.
+    critic.head.bias[...] = jnp.arange(M, dtype=jnp.float32)
+    logits = np.asarray(critic.logits(b["tokens_BxT"], b["attention_mask_BxT"]), np.float64)
+    values = np.asarray(critic(b["tokens_BxT"], b["attention_mask_BxT"]))
+    assert logits.shape == (B, T, M) and np.all(logits[:, 0] == 0) and np.all(values[:, 0] == 0)
+    centres = np.linspace(V_MIN, V_MAX, M + 1)[:-1] + (V_MAX - V_MIN) / M / 2
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(values[:, 1:], (p @ centres)[:, 1:], rtol=1e-5, atol=1e-6)
+    # Row 0 of the shifted logits comes from hidden state t − 1 of the trunk.
+    h = critic.trunk.forward(b["tokens_BxT"], b["attention_mask_BxT"], return_hidden=True).hidden
+    np.testing.assert_allclose(logits[:, 1:], critic.head(h)[:, :-1], rtol=1e-6)
+    with pytest.raises(ValueError, match="mse"):
+        Critic(init_model(tiny_config(), seed=1)).logits(b["tokens_BxT"], b["attention_mask_BxT"])
+    with pytest.raises(ValueError, match="valid: mse, hl_gauss"):
+        Critic(init_model(tiny_config(), seed=1), loss="two_hot")
+
+
+def test_hl_gauss_update_matches_the_reference_loss_and_gradient(n_micro=2):
+    """Two micro-batches, each normalised by the whole minibatch's token count."""
+    graphdef_p, params_p, rest_p = nnx.split(init_model(tiny_config(), seed=0), nnx.Param, ...)
+    c_graphdef, c_params, c_rest = _critic_setup()
+    sgd = optax.sgd(1.0)
+    state = RLState(
+        params=params_p,
+        opt_state=sgd.init(params_p),
+        critic_params=c_params,
+        critic_opt_state=sgd.init(c_params),
+        step=jnp.zeros((), jnp.int32),
+        rng=jax.random.PRNGKey(0),
+    )
+    spec = objectives.LossSpec(name="ppo_clip", hparams=(("dual_clip", 0.0), ("eps_high", 0.2),
+                                                        ("eps_low", 0.2)))  # fmt: skip
+    update = make_update(
+        graphdef_p,
+        sgd,
+        spec,
+        critic_graphdef=c_graphdef,
+        critic_optimizer=sgd,
+        critic_sigma_ratio=0.75,
+        train_policy=False,
+    )
+    b = _batch()
+    mb = {k: v.reshape((n_micro, B // n_micro) + v.shape[1:]) for k, v in b.items()}
+    before = jax.tree.map(jnp.copy, c_params)
+    new, metrics = update(state, rest_p, c_rest, mb)
+
+    # Reference: numpy HL-Gauss targets, cross-entropy of log-softmax, token mean.
+    m = b["mask_BxT"]
+    probs = np.zeros((B, T, M))
+    for i, j in zip(*np.nonzero(m), strict=True):
+        probs[i, j] = _ref_targets(float(b["returns_BxT"][i, j]))
+
+    def ref_loss(params):
+        critic = nnx.merge(c_graphdef, params, c_rest)
+        logp = jax.nn.log_softmax(critic.logits(b["tokens_BxT"], b["attention_mask_BxT"]), -1)
+        ce = -jnp.sum(jnp.asarray(probs, jnp.float32) * logp, -1)
+        return jnp.sum(jnp.where(m, ce, 0.0)) / m.sum()
+
+    want, grads = jax.value_and_grad(ref_loss)(before)
+    np.testing.assert_allclose(metrics["value_loss"], want, rtol=1e-5)
+    got_step = jax.tree.map(jnp.subtract, before, new.critic_params)  # SGD(1): the gradient
+    for g, w in zip(jax.tree.leaves(got_step), jax.tree.leaves(grads), strict=True):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=1e-7)
+    assert float(jnp.abs(got_step["head"]["kernel"][...]).max()) > 0
+
+
+def test_config_validates_the_critic_loss():
+    c = config_lib.default_config()
+    c.critic.loss = "hl_gaus"
+    with pytest.raises(ValueError, match="critic.loss = 'hl_gaus'; valid: mse, hl_gauss"):
+        config_lib.validate(c)
+    c.critic.loss = "hl_gauss"
+    c.critic.v_min = 1.0
+    with pytest.raises(ValueError, match="critic.v_min = 1.0 must be below"):
+        config_lib.validate(c)
+
+
+@pytest.mark.slow
+def test_hl_gauss_critic_trainer_pulse_and_checkpoint(tmp_path, monkeypatch):
+    c = load_experiment("ppo", "pulse")
+    c.critic.loss = "hl_gauss"
+    c.critic.num_bins = 11
+    c.critic.v_min, c.critic.v_max = -0.5, 1.5
+    c.eval.at_start = False
+
+    original = trainer_lib.sample_groups
+
+    def sample_groups(*args, **kwargs):  # random models never pass: parity rewards
+        groups = original(*args, **kwargs)
+        groups.rewards = (np.where(groups.response_mask, groups.tokens, 0).sum(-1) % 2).astype(
+            np.float32
+        )
+        groups.correct = groups.rewards > 0
+        return groups
+
+    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    t = trainer_lib.Trainer(c, tmp_path)
+    t.run()
+    t.io.close()
+    head = t.state.critic_params["head"]
+    assert head["kernel"][...].shape == (t.model.config.hidden_size, 11)
+    assert head["bias"][...].shape == (11,)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    train = [x for x in map(json.loads, lines) if x["split"] == "train"]
+    assert [x["step"] for x in train] == [1, 2]
+    # Cross-entropy ≥ the targets' entropy > 0; finite on both steps (warm-up then joint).
+    assert all(np.isfinite(x["value_loss"]) and x["value_loss"] > 0 for x in train)
+    assert "loss" not in train[0] and np.isfinite(train[1]["loss"])
+
+    again = trainer_lib.Trainer(c, tmp_path)
+    state, step = again.io.restore(again.state, again.prompts)
+    again.io.close()
+    assert step == 2
+    for a, b in zip(
+        jax.tree.leaves(t.state.critic_params), jax.tree.leaves(state.critic_params), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    values = again.value_fn(state.critic_params, again.critic_rest, *_rows(again))
+    assert np.all((values >= -0.5) & (values <= 1.5))
+
+
+def _rows(trainer):
+    tok = trainer.tokenizer.encode("1 + 2 =")  # 8 rows: they split over the 8-device mesh
+    return np.asarray([tok] * 8, np.int32), np.ones((8, len(tok)), bool)
