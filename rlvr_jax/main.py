@@ -3,7 +3,11 @@
   python -m rlvr_jax.main --config=experiments/baselines/grpo.py[:variant] --workdir=runs/x \
       [--config.train.steps=100 ...]
 
-Re-running the same command resumes from the workdir's last checkpoint.
+Re-running the same command resumes from the workdir's last checkpoint. Multi-host:
+run the same command in every process, adding `--distributed` on a Cloud TPU pod
+(or SLURM / Open MPI), or `--coordinator_address=host:port --num_processes=N
+--process_id=i` elsewhere (or the RLVR_* environment variables of
+`rlvr_jax.distributed`); see docs/tpu_pods.md.
 """
 
 from __future__ import annotations
@@ -18,18 +22,33 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "Experiment config file (path[:variant]).", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (created; resumed if it exists).")
+_DISTRIBUTED = flags.DEFINE_bool(
+    "distributed", False, "jax.distributed.initialize() with cluster auto-detection (TPU pods)."
+)
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None, "host:port of process 0.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in a multi-host run.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 flags.mark_flags_as_required(["config", "workdir"])
 
 
 def main(argv):
     del argv
-    # orbax logs every checkpoint step at INFO through absl; keep ours at INFO only.
+    from rlvr_jax import distributed
+
+    # Before anything touches a device: every host must join first.
+    distributed.initialize(
+        _COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value, auto=_DISTRIBUTED.value
+    )
+    # orbax logs every checkpoint step at INFO through absl; keep ours at INFO only,
+    # and only on the process that logs (the others report warnings and errors).
     absl_logging.set_verbosity(absl_logging.WARNING)
-    logging.getLogger("rlvr_jax").setLevel(logging.INFO)
+    level = logging.INFO if distributed.is_logging_process() else logging.WARNING
+    logging.getLogger("rlvr_jax").setLevel(level)
     from rlvr_jax.rl.trainer import summary_json, train
 
     result = train(_CONFIG.value, _WORKDIR.value)
-    print(summary_json(result))
+    if distributed.is_logging_process():
+        print(summary_json(result))
 
 
 if __name__ == "__main__":

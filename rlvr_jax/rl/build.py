@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import math
 from typing import Any
 
+import jax
 import ml_collections
+from flax import nnx
 
-from rlvr_jax import tasks
+from rlvr_jax import sharding, tasks
 from rlvr_jax.models import init_model, load_pretrained
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.rl.objectives import LossSpec
@@ -23,16 +27,18 @@ def build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]:
     Sources: "warm_start" (the cached SFT model of `model.domain`/`model.role`,
     trained first if missing), "pretrained" (a Hugging Face directory at
     `model.path` with its tokenizer), "random" (a tiny randomly initialised
-    Qwen3 with the shipped task tokenizer: for pulse tests).
+    Qwen3 with the shipped task tokenizer: for pulse tests). Parameters are
+    stored in `model.param_dtype` and computed in `model.dtype`.
     """
     from rlvr_jax.train import warmstart  # lazy: pulls in training code
 
     m = c.model
     if m.source == "warm_start":
         ws = warmstart.load_warm_start(m.domain, m.role)
-        return ws.model, ws.tokenizer
+        return with_dtypes(ws.model, m.param_dtype, m.dtype), ws.tokenizer
     if m.source == "pretrained":
-        model, _ = load_pretrained(m.path)
+        dtype = jnp_dtype(m.param_dtype)
+        model, _ = load_pretrained(m.path, dtype, compute_dtype=jnp_dtype(m.dtype))
         return model, warmstart.load_model_tokenizer(m.path)
     if m.random_size != "tiny":
         raise ValueError(f"config.model.random_size = {m.random_size!r}; valid: tiny")
@@ -44,8 +50,67 @@ def build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]:
         vocab_size=tokenizer.vocab_size,
         eos_token_id=tokenizer.eos_id,
         max_position_embeddings=512,
+        param_dtype=m.param_dtype,
+        dtype=m.dtype,
     )
     return init_model(config, seed=c.seed), tokenizer
+
+
+def jnp_dtype(name: str):
+    """The jnp dtype of a config dtype name ("float32" / "bfloat16")."""
+    import jax.numpy as jnp
+
+    valid = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+    if name not in valid:
+        raise ValueError(f"dtype {name!r}; valid: {', '.join(valid)}")
+    return valid[name]
+
+
+def with_dtypes(model: Transformer, param_dtype: str, dtype: str) -> Transformer:
+    """`model` rebuilt to store params in `param_dtype` and compute in `dtype`.
+
+    Args:
+      model: a Transformer.
+      param_dtype, dtype: "float32" / "bfloat16".
+    Returns:
+      `model` itself when both already match, else a new Transformer whose
+      floating params are `model`'s cast to `param_dtype`.
+    """
+    cfg = model.config
+    if (cfg.param_dtype, cfg.dtype) == (param_dtype, dtype):
+        return model
+    new_cfg = dataclasses.replace(cfg, param_dtype=param_dtype, dtype=dtype)
+    graphdef, _ = nnx.split(nnx.eval_shape(lambda: Transformer(new_cfg, rngs=nnx.Rngs(0))))
+    target = jnp_dtype(param_dtype)
+    params, rest = nnx.state(model, nnx.Param, ...)
+    params = jax.tree.map(
+        lambda x: x.astype(target) if jax.numpy.issubdtype(x.dtype, jax.numpy.floating) else x,
+        params,
+    )
+    return nnx.merge(graphdef, params, rest)
+
+
+def build_mesh(c: ml_collections.ConfigDict) -> jax.sharding.Mesh:
+    """The device mesh of `config.mesh.shape` (axes data, fsdp, tensor).
+
+    A shape without -1 that needs fewer devices than the machine has runs on the
+    first devices (the default (1, 1, 1): one device); a multi-host run must span
+    every device of every process.
+
+    Returns:
+      A `jax.sharding.Mesh`.
+    """
+    shape = tuple(int(s) for s in c.mesh.shape)
+    devices = jax.devices()
+    if -1 not in shape and 0 < math.prod(shape) < len(devices):
+        if jax.process_count() > 1:
+            raise ValueError(
+                f"config.mesh.shape = {shape} uses {math.prod(shape)} of the {len(devices)} "
+                f"devices of a {jax.process_count()}-process run; a multi-host mesh must use "
+                "them all (e.g. (1, -1, 1))"
+            )
+        devices = devices[: math.prod(shape)]
+    return sharding.make_mesh(shape, devices)
 
 
 def task_options(c: ml_collections.ConfigDict) -> dict[str, Any]:

@@ -14,11 +14,14 @@ Symbols follow the papers: G (group size), β (KL coefficient), ε_low / ε_high
 
 from __future__ import annotations
 
+import math
+
 import ml_collections
 
 from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
 
 MODEL_SOURCES = ("warm_start", "pretrained", "random")
+MODEL_DTYPES = ("float32", "bfloat16")
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -42,6 +45,8 @@ def default_config() -> ml_collections.ConfigDict:
         ""  # pretrained: a Hugging Face directory (config.json + safetensors + tokenizer)
     )
     c.model.random_size = "tiny"  # random: "tiny" (pulse tests) — init from seed, shipped tokenizer
+    c.model.param_dtype = "float32"  # storage dtype of the policy's params: one of MODEL_DTYPES
+    c.model.dtype = "float32"  # compute dtype of its activations and matmuls: one of MODEL_DTYPES
 
     # ----------------------------------------------------------------------- task
     c.task = ml_collections.ConfigDict()
@@ -73,6 +78,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.select.estimator = ""
     for name in scheduled.SCHEDULED:  # each scheduler's hyperparameters (dataclass defaults)
         c.select[name] = ml_collections.ConfigDict(scheduled.scheduler_defaults(name))
+    # estimator "graph" (graph_difficulty): num_states K, neighbours k of the kNN graph,
+    # coupling (Potts J), prior_strength (a0 + b0 per state), decay λ of the counts,
+    # sweeps (mean-field sweeps per update) over nodes up to `hops` edges from the touched.
+    c.select.graph = ml_collections.ConfigDict(scheduled.estimator_defaults("graph"))
 
     # ------------------------------------------------------------------- rollout
     c.rollout = ml_collections.ConfigDict()
@@ -141,10 +150,21 @@ def default_config() -> ml_collections.ConfigDict:
     c.critic.lr = 1e-4
     c.critic.value_clip = 0.2  # clipped value loss range
     c.critic.warmup_steps = 0  # RL steps that train only the critic (policy frozen)
+    # "mse": scalar head, clipped squared error; "hl_gauss": categorical head over
+    # num_bins bins of [v_min, v_max], cross-entropy to HL-Gauss targets (σ = sigma_ratio
+    # bin widths), value = expected bin centre (rlvr_jax.core.hl_gauss).
+    c.critic.loss = "mse"
+    c.critic.num_bins = 51  # m
+    c.critic.v_min = -1.0  # returns outside [v_min, v_max] are clipped to it
+    c.critic.v_max = 1.0
+    c.critic.sigma_ratio = 0.75  # σ / bin width
 
     # ------------------------------------------------------------------ sharding
     c.mesh = ml_collections.ConfigDict()
-    c.mesh.shape = (1, -1, 1)  # (data, fsdp, tensor) device counts; -1 = the rest
+    # (data, fsdp, tensor) device counts; -1 = the rest (e.g. (1, -1, 1): every device on
+    # fsdp). The default runs on the first device; a multi-host run must use every device.
+    # Micro-batch rows must be a multiple of data x fsdp.
+    c.mesh.shape = (1, 1, 1)
     c.mesh.rules = "fsdp"  # logical-axis rules preset of rlvr_jax.sharding.RULES
 
     # ---------------------------------------------------------- evaluate / output
@@ -228,6 +248,8 @@ def validate(c: ml_collections.ConfigDict) -> None:
             raise ValueError(f"config.{field} = {value!r}; must be >= {minimum}")
 
     choice("model.source", c.model.source, MODEL_SOURCES)
+    choice("model.param_dtype", c.model.param_dtype, MODEL_DTYPES)
+    choice("model.dtype", c.model.dtype, MODEL_DTYPES)
     if c.model.source == "pretrained" and not c.model.path:
         raise ValueError("config.model.path is required when config.model.source = 'pretrained'")
     choice("task.name", c.task.name, tasks.names())
@@ -246,9 +268,25 @@ def validate(c: ml_collections.ConfigDict) -> None:
     from rlvr_jax import sharding
 
     choice("mesh.rules", c.mesh.rules, sorted(sharding.RULES))
-    if len(tuple(c.mesh.shape)) != len(sharding.AXES):
+    shape = tuple(c.mesh.shape)
+    bad_sizes = shape.count(-1) > 1 or any(s < -1 or s == 0 for s in shape)
+    if len(shape) != len(sharding.AXES) or bad_sizes:
         raise ValueError(
-            f"config.mesh.shape = {c.mesh.shape!r}; needs one size per axis of {sharding.AXES}"
+            f"config.mesh.shape = {c.mesh.shape!r}; needs one size per axis of {sharding.AXES} "
+            "(positive, at most one -1)"
+        )
+    import jax  # -1 is resolved against this machine's devices
+
+    rest = jax.device_count() // math.prod(s for s in shape if s != -1)
+    shards = math.prod(rest if s == -1 else s for s in shape[:2])  # data x fsdp
+    micro = c.train.micro_batch_size or (
+        c.data.prompts_per_step * c.data.group_size // max(c.train.num_minibatches, 1)
+    )
+    if micro % shards:
+        raise ValueError(
+            f"config.train.micro_batch_size = {c.train.micro_batch_size} ({micro} rows per "
+            f"micro-batch) must be a multiple of the mesh's {shards} batch shards (data x fsdp "
+            f"of config.mesh.shape = {shape})"
         )
     for field in ("data.prompts_per_step", "data.group_size", "train.steps", "train.ppo_epochs"):
         positive(field, c[field.split(".")[0]][field.split(".")[1]])
@@ -301,3 +339,15 @@ def validate(c: ml_collections.ConfigDict) -> None:
     signals.check_fields(c, needed)
     if c.credit.name == "gae" and not c.critic.enabled:
         raise ValueError("config.credit.name = 'gae' needs a critic: set config.critic.enabled")
+    from rlvr_jax.rl.critic import LOSSES as CRITIC_LOSSES
+
+    choice("critic.loss", c.critic.loss, CRITIC_LOSSES)
+    if c.critic.loss == "hl_gauss":
+        positive("critic.num_bins", c.critic.num_bins, 2)
+        if not c.critic.v_min < c.critic.v_max:
+            raise ValueError(
+                f"config.critic.v_min = {c.critic.v_min} must be below "
+                f"config.critic.v_max = {c.critic.v_max}"
+            )
+        if not c.critic.sigma_ratio > 0:
+            raise ValueError(f"config.critic.sigma_ratio = {c.critic.sigma_ratio}; must be > 0")

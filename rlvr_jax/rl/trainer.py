@@ -38,6 +38,7 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
+from rlvr_jax import distributed, sharding
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
 from rlvr_jax.rl import build, credit, scheduled, select, signals
@@ -69,11 +70,14 @@ class Trainer:
         validate(config)
         self.c = c = config
         self.io = RunIO(workdir, config)
+        # Every model, state and jitted program below lives on this mesh (config.mesh).
+        self.mesh, self.rules = build.build_mesh(c), c.mesh.rules
         self.model, self.tokenizer = build.build_policy(c)
+        nnx.update(self.model, sharding.shard_state(nnx.state(self.model), self.mesh, self.rules))
         self.task = build.build_task(c)
         self.spec = build.loss_spec(c)
         self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
-        self.sampler = Sampler(self.model, pad_id=self.pad_id)
+        self.sampler = Sampler(self.model, pad_id=self.pad_id, mesh=self.mesh, rules=self.rules)
         self.sampling = SamplingParams(
             temperature=c.rollout.temperature,
             top_p=c.rollout.top_p,
@@ -98,7 +102,8 @@ class Trainer:
         self._step_fields: dict[str, np.ndarray] = {}
         self.score_ctx = signals.ScoreContext(config=c, trainer=self)
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
-        self.scorer = make_scorer(graphdef)
+        mesh_kw = dict(mesh=self.mesh, rules=self.rules)
+        self.scorer = make_scorer(graphdef, **mesh_kw)
         # The reference policy for KL: the initial weights, frozen.
         uses_ref = c.loss.kl_coef > 0 or c.loss.kl_reward_coef > 0
         self.ref_params = jax.tree.map(jnp.copy, params) if uses_ref else None
@@ -107,15 +112,18 @@ class Trainer:
         self.critic_rest = None
         if c.critic.enabled:
             trunk = nnx.merge(graphdef, jax.tree.map(jnp.copy, params), self.rest)
+            cc = c.critic  # the head: scalar ("mse") or categorical ("hl_gauss")
+            head = dict(loss=cc.loss, num_bins=cc.num_bins, v_min=cc.v_min, v_max=cc.v_max)
             critic_graphdef, critic_params, self.critic_rest = nnx.split(
-                Critic(trunk, seed=c.seed), nnx.Param, ...
+                Critic(trunk, seed=c.seed, **head), nnx.Param, ...
             )
             o = c.optimizer
             critic_optimizer = build_optimizer(
                 c.critic.lr, build.total_updates(c), b1=o.b1, b2=o.b2, clip_norm=o.clip_norm
             )
             critic_opt = critic_optimizer.init(critic_params)
-            self.value_fn = make_value_fn(critic_graphdef)
+            self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
+            self.value_fn = make_value_fn(critic_graphdef, **mesh_kw)
         rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
         constant = c.loss.constant or rows * c.rollout.max_new_tokens
         kw = dict(
@@ -123,6 +131,8 @@ class Trainer:
             critic_graphdef=critic_graphdef,
             critic_optimizer=critic_optimizer,
             value_clip=c.critic.value_clip,
+            critic_sigma_ratio=c.critic.sigma_ratio,
+            **mesh_kw,
         )
         self.update = make_update(graphdef, optimizer, self.spec, **kw)
         self.update_critic_only = (
@@ -130,7 +140,7 @@ class Trainer:
             if c.critic.enabled and c.critic.warmup_steps
             else None
         )
-        self.state = RLState(
+        state = RLState(
             params=jax.tree.map(jnp.copy, params),
             opt_state=optimizer.init(params),
             critic_params=critic_params,
@@ -138,6 +148,7 @@ class Trainer:
             step=jnp.zeros((), jnp.int32),
             rng=jax.random.PRNGKey(c.seed),
         )
+        self.state = sharding.shard_rl_state(state, self.mesh, self.rules)
 
     # ------------------------------------------------------------------ stages
     def _sync_model(self) -> None:
@@ -336,11 +347,14 @@ class Trainer:
                 self.io.log_train(step, c.train.steps, stats)
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
                     self.io.log_eval(step, self.evaluate())
-                if step % c.checkpoint.every == 0 or step == c.train.steps or guard.requested:
+                # A preemption signal may reach only some hosts: all stop at the same step.
+                stop = distributed.agree(guard.requested)
+                if step % c.checkpoint.every == 0 or step == c.train.steps or stop:
                     sched_state = None if self.sched is None else self.sched.state
                     self.io.save(step, self.state, self.prompts, stats, sched_state)
-                if guard.requested:
-                    log.warning("%s received: checkpoint saved at step %d", guard.signal_name, step)
+                if stop:
+                    by = guard.signal_name or "another process's signal"
+                    log.warning("%s received: checkpoint saved at step %d", by, step)
                     return {"preempted": True, "step": step}
         final = self.evaluate()
         self.io.log_eval(step, final)

@@ -1,0 +1,221 @@
+"""Multi-host runs: process start-up, host-local ↔ global arrays, cross-host agreement.
+
+A multi-host run (a TPU pod slice, several GPU hosts) starts the same command in
+one process per host. Each process must call `initialize()` before any other JAX
+call; afterwards `jax.devices()` lists every host's devices, a mesh spans them all,
+and jitted programs run as one SPMD program. Each process feeds only its own rows
+(`host_local_to_global`), keeps its own prompt-iterator position
+(`iterator_state_name`), and decisions that change control flow, such as stopping
+on a preemption signal that reached only some hosts, are agreed on (`agree`).
+
+How `initialize` finds its peers, first match wins:
+  1. arguments (the `--coordinator_address`, `--num_processes`, `--process_id` flags
+     of `rlvr_jax.main`);
+  2. environment variables RLVR_COORDINATOR_ADDRESS, RLVR_NUM_PROCESSES,
+     RLVR_PROCESS_ID (all three, or none);
+  3. `auto=True` (`--distributed`, or RLVR_DISTRIBUTED=1): `jax.distributed.initialize()`
+     with no arguments, which discovers everything on Cloud TPU pods, SLURM and
+     Open MPI;
+  4. otherwise a single-process run: nothing to do.
+
+Every function is a cheap no-op (or the identity) in a single-process run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+import jax
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+ENV_COORDINATOR = "RLVR_COORDINATOR_ADDRESS"
+ENV_NUM_PROCESSES = "RLVR_NUM_PROCESSES"
+ENV_PROCESS_ID = "RLVR_PROCESS_ID"
+ENV_AUTO = "RLVR_DISTRIBUTED"
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    auto: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """Starts JAX's distributed runtime when this is one process of several.
+
+    Call it once, first thing, in every process (before anything creates a JAX
+    array); calling it again after a successful start does nothing.
+
+    Args:
+      coordinator_address: "host:port" of process 0's coordinator service.
+      num_processes: processes in the run; 1 (or nothing set) means single-process.
+      process_id: this process's index in [0, num_processes).
+      auto: with nothing given explicitly, call `jax.distributed.initialize()`
+        without arguments (cluster auto-detection: Cloud TPU pods, SLURM, Open MPI).
+      env: where to read the RLVR_* fallbacks (default `os.environ`).
+    Returns:
+      True if the distributed runtime was started (or already running), False for
+      a single-process run.
+    Raises:
+      ValueError: only some of the three explicit settings are given, or they are
+        inconsistent (the message names the flags and environment variables).
+    """
+    env = os.environ if env is None else env
+    if jax.distributed.is_initialized():
+        return True
+    coordinator_address = coordinator_address or env.get(ENV_COORDINATOR, "").strip() or None
+    if num_processes is None:
+        num_processes = _env_int(env, ENV_NUM_PROCESSES)
+    if process_id is None:
+        process_id = _env_int(env, ENV_PROCESS_ID)
+    auto = auto or env.get(ENV_AUTO, "").strip().lower() in ("1", "true", "yes")
+    given = {
+        f"coordinator_address ({ENV_COORDINATOR})": coordinator_address,
+        f"num_processes ({ENV_NUM_PROCESSES})": num_processes,
+        f"process_id ({ENV_PROCESS_ID})": process_id,
+    }
+    if num_processes == 1:
+        if process_id not in (None, 0):
+            raise ValueError(f"process_id = {process_id} with num_processes = 1; must be 0")
+        return False
+    if all(v is None for v in given.values()):
+        if not auto:
+            return False
+        log.info("jax.distributed.initialize() with cluster auto-detection")
+        jax.distributed.initialize()
+        return True
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise ValueError(
+            f"a multi-process run needs all of coordinator_address, num_processes and "
+            f"process_id; missing: {', '.join(missing)}"
+        )
+    if num_processes < 1 or not 0 <= process_id < num_processes:
+        raise ValueError(
+            f"need num_processes >= 1 and 0 <= process_id < num_processes, got "
+            f"num_processes = {num_processes}, process_id = {process_id}"
+        )
+    log.info(
+        "jax.distributed.initialize(%s, num_processes=%d, process_id=%d)",
+        coordinator_address,
+        num_processes,
+        process_id,
+    )
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address,
+        num_processes=num_processes,
+        process_id=process_id,
+    )
+    return True
+
+
+def is_logging_process() -> bool:
+    """True in the one process that writes logs, metrics and other non-orbax files (0)."""
+    return jax.process_index() == 0
+
+
+def iterator_state_name(process_index: int | None = None, process_count: int | None = None):
+    """The file name of one process's data-iterator state: "process_<i>-of-<n>.json".
+
+    The same naming as grain's orbax iterator handler, so each host resumes its own
+    shard of the prompts and a run restarted with another process count finds no
+    file (instead of silently reading another host's position).
+
+    Args:
+      process_index, process_count: default to this process's.
+    Returns:
+      The file name (no directory).
+    """
+    i = jax.process_index() if process_index is None else process_index
+    n = jax.process_count() if process_count is None else process_count
+    return f"process_{i}-of-{n}.json"
+
+
+def host_local_to_global(batch, mesh: jax.sharding.Mesh, sharding=None):
+    """A global sharded batch from each process's own rows.
+
+    Every process passes its local rows (the same shapes on every process);
+    the result's leading dim is the concatenation over processes in process
+    order, and each device holds its rows without any cross-host copy.
+
+    Args:
+      batch: pytree of host arrays, rows first (e.g. {"tokens_BxT": [b, T]}).
+      mesh: the device mesh (spanning every process's devices).
+      sharding: a Sharding, or a pytree of them matching `batch`; default rows
+        over the batch axes (data, fsdp), other dims whole.
+    Returns:
+      The same pytree of global `jax.Array`s with `process_count() * b` rows.
+    """
+    from rlvr_jax import sharding as sharding_lib  # lazy: it imports flax
+
+    if sharding is None:
+        sharding = sharding_lib.batch_sharding(mesh)
+    if isinstance(sharding, jax.sharding.Sharding):
+        return jax.tree.map(
+            lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), batch
+        )
+    return jax.tree.map(
+        lambda x, s: jax.make_array_from_process_local_data(s, np.asarray(x)), batch, sharding
+    )
+
+
+def to_host(tree):
+    """Host numpy copies of (possibly cross-host) global arrays, whole on every process.
+
+    Arrays whose shards all live in this process (every single-process array)
+    are fetched directly; others are all-gathered across processes first.
+
+    Args:
+      tree: pytree of jax.Array (or numpy) leaves.
+    Returns:
+      The same pytree of numpy arrays with the global shapes.
+    """
+    from jax.experimental import multihost_utils
+
+    def one(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        return np.asarray(x)
+
+    return jax.tree.map(one, tree)
+
+
+def agree(flag: bool) -> bool:
+    """True on every process if `flag` is True on any (e.g. SIGTERM reached some hosts).
+
+    A collective: every process must call it at the same point of the loop.
+
+    Args:
+      flag: this process's value.
+    Returns:
+      The logical OR over all processes (`flag` itself in a single-process run).
+    """
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    flags = multihost_utils.process_allgather(np.asarray([bool(flag)], np.int32))
+    return bool(np.asarray(flags).any())
+
+
+def sync(name: str) -> None:
+    """Blocks until every process reaches the barrier `name` (no-op single-process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
