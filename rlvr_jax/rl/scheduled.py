@@ -17,14 +17,23 @@ log-prob and mean entropy (F = 2). The "pair" credit transform replaces the
 estimator's advantage with `pair_math.pair_advantages` (unclipped,
 unstandardised), using the inclusion probabilities the batch carries.
 
+PAIR's remaining-token prior (`select.pair.prior_remaining`, 0 = derived): the
+mean token length of the task's reference solutions (plus the end-of-turn
+token) over the first train problems, minus the prefix, clipped to
+[1, L_max − prefix_tokens] (`remaining_token_prior`). It only sets the
+predictor's guess before any candidate completed; the ridge regression on
+observed lengths takes over after the first step.
+
 Embeddings (LEEPS neighbours, the graph estimator's kNN graph): the initial
 policy's mean final hidden state over each prompt's tokens, computed once at
-start (before any restore, so a resumed run computes the same ones).
+start (before any restore, so a resumed run computes the same ones). The graph
+estimator's settings are `config.select.graph` (GraphEstimator's fields).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import jax
 import jax.numpy as jnp
@@ -45,18 +54,25 @@ from rlvr_jax.scheduling import (
     pair_math,
     run_step,
 )
+from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
 from rlvr_jax.tasks.base import CORRECT
 from rlvr_jax.train.evaluate import cut_at_stop
 from rlvr_jax.train.sft import encode_prompt
+
+log = logging.getLogger(__name__)
 
 # Registry names handled by rlvr_jax.rl.select (kept on their original path).
 LEGACY = ("uniform", "dynamic_sampling")
 SCHEDULED = tuple(n for n in SCHEDULERS if n not in LEGACY)
 # Scheduler dataclass fields that are not config fields: the estimator is chosen
-# by `select.difficulty`; the prefix features are fixed by this adapter.
+# by `select.estimator` (its settings: `select.graph`); the prefix features are fixed here.
 _NOT_FIELDS = ("estimator", "num_features")
 NUM_FEATURES = 2
 ESTIMATOR_NAMES = ("", "beta", "graph")
+
+
+# Config defaults that differ from the dataclass's: 0 = derive from the task at start.
+_CONFIG_DEFAULTS = {"pair": {"prior_remaining": 0.0}}
 
 
 def scheduler_defaults(name: str) -> dict:
@@ -66,19 +82,73 @@ def scheduler_defaults(name: str) -> dict:
         if f.name in _NOT_FIELDS:
             continue
         out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    out.update(_CONFIG_DEFAULTS.get(name, {}))
     return out
 
 
-def build_scheduler(c: ml_collections.ConfigDict):
-    """The scheduler of `config.select` (ValueError naming the config field on bad values)."""
+def estimator_defaults(name: str) -> dict:
+    """The config sub-config `select.<name>` of difficulty estimator `name` ("graph")."""
+    return {f.name: f.default for f in dataclasses.fields(ESTIMATORS[name])}
+
+
+def build_scheduler(c: ml_collections.ConfigDict, prior_remaining: float = 0.0):
+    """The scheduler of `config.select` (ValueError naming the config field on bad values).
+
+    Args:
+      c: the run config.
+      prior_remaining: PAIR's derived remaining-token prior, used when
+        `select.pair.prior_remaining` is 0 (0 here too: L_max − prefix_tokens,
+        the cap, so that `validate` can build the scheduler without the task).
+    Returns:
+      The scheduler object.
+    """
     name = c.select.name
     kw = c.select[name].to_dict()
     if name == "pair":
         kw["num_features"] = NUM_FEATURES
+        if not kw["prior_remaining"]:
+            cap = max(c.rollout.max_new_tokens - kw["prefix_tokens"], 1)
+            kw["prior_remaining"] = prior_remaining or float(cap)
+    difficulty = c.select.estimator or None
+    if difficulty == "graph":  # built here so that its errors name config.select.graph
+        if c.select.graph.neighbours >= c.task.train_size:
+            raise ValueError(
+                f"config.select.graph.neighbours = {c.select.graph.neighbours} must be below "
+                f"config.task.train_size = {c.task.train_size}"
+            )
+        try:
+            kw["estimator"] = make_estimator("graph", **c.select.graph.to_dict())
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"config.select.graph: {err}") from err
+        difficulty = None
     try:
-        return make_scheduler(name, difficulty=c.select.estimator or None, **kw)
+        return make_scheduler(name, difficulty=difficulty, **kw)
     except (ValueError, TypeError) as err:
         raise ValueError(f"config.select.{name}: {err}") from err
+
+
+def remaining_token_prior(task, tokenizer, prefix_tokens: int, max_new_tokens: int, num: int = 64):
+    """PAIR's remaining-token prior from the task: mean reference length minus the prefix.
+
+    Args:
+      task: the verifiable task (its train problems' `solution` strings).
+      tokenizer: the policy's tokenizer.
+      prefix_tokens: tokens every candidate already has after PAIR's round 0.
+      max_new_tokens: L_max (a response never has more tokens).
+      num: train problems averaged over.
+    Returns:
+      mean(len(solution tokens) + 1) − prefix_tokens, clipped to
+      [1, L_max − prefix_tokens]; the upper end if the task has no solutions.
+    """
+    cap = max(max_new_tokens - prefix_tokens, 1)
+    lengths = []
+    for i in range(num):
+        solution = task.problem(i, "train").solution
+        if solution:
+            lengths.append(len(tokenizer.encode(solution)) + 1)  # + end of turn
+    if not lengths:
+        return float(cap)
+    return float(np.clip(np.mean(lengths) - prefix_tokens, 1, cap))
 
 
 def needs_embeddings(c: ml_collections.ConfigDict) -> bool:
@@ -145,7 +215,13 @@ class ScheduledSelect:
 
     def __init__(self, c, model, tokenizer, task, sampler, pad_id: int):
         self.c, self.tokenizer, self.task, self.sampler = c, tokenizer, task, sampler
-        self.scheduler = build_scheduler(c)
+        prior = 0.0
+        if c.select.name == "pair" and not c.select.pair.prior_remaining:
+            prior = remaining_token_prior(
+                task, tokenizer, c.select.pair.prefix_tokens, c.rollout.max_new_tokens
+            )
+            log.info("PAIR remaining-token prior (from the task): %.1f tokens", prior)
+        self.scheduler = build_scheduler(c, prior_remaining=prior)
         self.budget = budget_of(c)
         n = c.task.train_size
         self._problems = {}

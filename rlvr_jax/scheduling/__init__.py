@@ -45,13 +45,15 @@ SCHEDULERS = {
 }
 
 
-def make_scheduler(name: str, difficulty: str | None = None, **kwargs):
+def make_scheduler(name: str, difficulty: str | None = None, difficulty_options=None, **kwargs):
     """A scheduler by registry name.
 
     Args:
       name: one of SCHEDULERS.
       difficulty: optional estimator name ("beta" or "graph") for schedulers
         with an `estimator` field; None keeps the scheduler's default.
+      difficulty_options: the estimator's hyperparameters (dataclass fields of
+        estimators.ESTIMATORS[difficulty]); only with `difficulty`.
       **kwargs: the scheduler's hyperparameters (dataclass fields).
     Returns:
       The scheduler object.
@@ -59,7 +61,9 @@ def make_scheduler(name: str, difficulty: str | None = None, **kwargs):
     if name not in SCHEDULERS:
         raise ValueError(f"unknown scheduler {name!r}; valid: {', '.join(SCHEDULERS)}")
     if difficulty is not None:
-        kwargs["estimator"] = make_estimator(difficulty)
+        kwargs["estimator"] = make_estimator(difficulty, **(difficulty_options or {}))
+    elif difficulty_options:
+        raise ValueError("make_scheduler: difficulty_options need a difficulty estimator name")
     return SCHEDULERS[name](**kwargs)
 
 

@@ -109,7 +109,8 @@ class GraphEstimator:
       num_states: K latent difficulty states (ours: 4).
       neighbours: k of the kNN graph (ours: 10).
       coupling: Potts J (ours: 1.0).
-      prior_strength: a0 + b0 of each state's Beta prior (ours: 2).
+      prior_strength: a0 + b0 of each state's Beta prior (ours: 2); state k's
+        prior mean is (k + 0.5) / K and the prior over states is uniform.
       decay: λ on the per-prompt counts per step (ours: 0.9).
       sweeps: CAVI sweeps per update (ours: 2) over the touched nodes and their
         neighbours up to `hops` edges away (ours: 2).
@@ -122,6 +123,20 @@ class GraphEstimator:
     decay: float = 0.9
     sweeps: int = 2
     hops: int = 2
+
+    def __post_init__(self):
+        rules = {
+            "num_states": (self.num_states >= 2, ">= 2"),
+            "neighbours": (self.neighbours >= 1, ">= 1"),
+            "coupling": (self.coupling >= 0, ">= 0"),
+            "prior_strength": (self.prior_strength > 0, "> 0"),
+            "decay": (0 < self.decay <= 1, "in (0, 1]"),
+            "sweeps": (self.sweeps >= 1, ">= 1"),
+            "hops": (self.hops >= 0, ">= 0"),
+        }
+        for name, (ok, rule) in rules.items():
+            if not ok:
+                raise ValueError(f"GraphEstimator.{name} = {getattr(self, name)!r}; must be {rule}")
 
     def _priors(self):
         a0, b0 = graph.state_priors(self.num_states, self.prior_strength)

@@ -47,7 +47,11 @@ class PAIR(SchedulerBase):
       prefix_tokens: tokens per candidate in round 0.
       suffix_budget: expected suffix tokens / predicted remaining tokens of the unfinished.
       pi_min: lower bound on the continuation probabilities.
-      prior_remaining: remaining tokens predicted before any data (ridge prior).
+      prior_remaining: remaining tokens predicted before any candidate completed
+        (the ridge prior's intercept, worth `ridge` observations; ours: 256, the
+        simulator's scale). The trainer derives it from the task instead
+        (rlvr_jax.rl.scheduled.remaining_token_prior): after the first step the
+        regression on observed lengths dominates it.
       ridge: ridge strength of the remaining-token regression.
       lr, iters: logistic-regression steps per RL step.
     """
@@ -60,6 +64,18 @@ class PAIR(SchedulerBase):
     ridge: float = 1.0
     lr: float = 0.5
     iters: int = 5
+
+    def __post_init__(self):
+        rules = {
+            "prefix_tokens": (self.prefix_tokens >= 1, ">= 1"),
+            "suffix_budget": (self.suffix_budget > 0, "> 0"),
+            "pi_min": (0 < self.pi_min <= 1, "in (0, 1]"),
+            "prior_remaining": (self.prior_remaining > 0, "> 0"),
+            "ridge": (self.ridge > 0, "> 0"),
+        }
+        for name, (ok, rule) in rules.items():
+            if not ok:
+                raise ValueError(f"PAIR.{name} = {getattr(self, name)!r}; must be {rule}")
 
     def _init_extra(self, pool, budget):
         d = self.num_features + 1

@@ -5,14 +5,17 @@ import json
 import os
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from rlvr_jax.rl import credit, scheduled
+from rlvr_jax.rl import build, credit, scheduled
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import default_config, validate
 from rlvr_jax.scheduling import Pool, load_state
+from rlvr_jax.scheduling.estimators import BetaEstimator, GraphEstimator
+from rlvr_jax.testing import toy_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2] / "experiments"
 CONFIGS = {
@@ -21,6 +24,7 @@ CONFIGS = {
     "pair": "pair/pair.py",
     "leeps": "leeps/leeps.py",
     "graph_difficulty": "graph_difficulty/sara_graph.py",
+    "difficulty": "difficulty/difficulty.py",
 }
 
 
@@ -76,6 +80,22 @@ def test_scheduler_sub_configs_hold_the_dataclass_defaults():
         ),
         ({"select.name": "pair"}, "prefix_tokens = 64 must be below"),
         ({"credit.transforms": "pair"}, "needs config.select.name = 'pair'"),
+        (
+            {"select.name": "sara", "select.estimator": "graph", "select.graph.sweeps": 0},
+            r"config.select.graph: GraphEstimator.sweeps = 0; must be >= 1",
+        ),
+        (
+            {"select.name": "difficulty", "select.estimator": "graph", "select.graph.decay": 2.0},
+            r"config.select.graph: GraphEstimator.decay = 2.0; must be in \(0, 1\]",
+        ),
+        (
+            {"select.name": "sara", "select.estimator": "graph", "task.train_size": 10},
+            "config.select.graph.neighbours = 10 must be below config.task.train_size = 10",
+        ),
+        (
+            {"select.name": "pair", "select.pair.prior_remaining": -5.0},
+            r"config.select.pair: PAIR.prior_remaining = -5.0; must be > 0",
+        ),
     ],
 )
 def test_validate_rejects_bad_scheduler_fields(fields, message):
@@ -89,6 +109,70 @@ def test_validate_rejects_bad_scheduler_fields(fields, message):
             c[section][name] = v
     with pytest.raises(ValueError, match=message):
         validate(c)
+
+
+def test_graph_estimator_settings_come_from_config_select_graph():
+    c = default_config()
+    c.select.name, c.select.estimator = "difficulty", "graph"
+    settings = dict(
+        num_states=3, neighbours=5, coupling=0.5, prior_strength=4.0, decay=0.8, sweeps=3, hops=1
+    )
+    for k, v in settings.items():
+        c.select.graph[k] = v
+    validate(c)
+    assert scheduled.build_scheduler(c).estimator == GraphEstimator(**settings)
+    c.select.estimator = "beta"  # the graph settings apply to the graph estimator only
+    assert scheduled.build_scheduler(c).estimator == BetaEstimator()
+
+
+# ------------------------------------------------------------------------ PAIR prior
+
+
+class _Tokens:
+    def encode(self, text):  # one token per character
+        return list(range(len(text)))
+
+
+class _Task:
+    def __init__(self, solutions):
+        self.solutions = solutions
+
+    def problem(self, index, split):
+        assert split == "train"
+        return SimpleNamespace(solution=self.solutions[index % len(self.solutions)])
+
+
+def test_remaining_token_prior_is_mean_reference_length_minus_prefix():
+    # Lengths 2 + 1 and 6 + 1 (end of turn): mean 5; minus a 2-token prefix = 3.
+    task = _Task(["ab", "abcdef"])
+    assert scheduled.remaining_token_prior(task, _Tokens(), 2, 64, num=2) == 3.0
+    # Clipped to [1, L_max - prefix] ...
+    assert scheduled.remaining_token_prior(task, _Tokens(), 2, 4, num=2) == 2.0
+    assert scheduled.remaining_token_prior(task, _Tokens(), 9, 64, num=2) == 1.0
+    # ... and the cap when the task has no reference solutions.
+    assert scheduled.remaining_token_prior(_Task([""]), _Tokens(), 16, 64) == 48.0
+
+
+def test_pair_prior_field_zero_is_derived_else_used():
+    c = default_config()
+    c.select.name = "pair"
+    c.select.pair.prefix_tokens = 16
+    assert c.select.pair.prior_remaining == 0.0  # the default: derive from the task
+    assert scheduled.build_scheduler(c).prior_remaining == 48.0  # no task: L_max - prefix
+    assert scheduled.build_scheduler(c, prior_remaining=12.5).prior_remaining == 12.5
+    c.select.pair.prior_remaining = 40.0
+    assert scheduled.build_scheduler(c, prior_remaining=12.5).prior_remaining == 40.0
+
+
+def test_scheduled_select_derives_pair_prior_from_the_task():
+    c = _experiment("pair")  # arithmetic, L_max = 16, prefix 4
+    c.rollout.max_new_tokens, c.select.pair.prefix_tokens = 64, 4
+    tok = toy_tokenizer()
+    task = build.build_task(c)
+    sel = scheduled.ScheduledSelect(c, None, tok, task, None, pad_id=0)
+    lengths = [len(tok.encode(task.problem(i, "train").solution)) + 1 for i in range(64)]
+    assert sel.scheduler.prior_remaining == pytest.approx(np.mean(lengths) - 4)
+    assert 1 < sel.scheduler.prior_remaining < 60
 
 
 # ------------------------------------------------------------------------ PAIR credit
@@ -144,7 +228,7 @@ def _check_pulse(workdir, c):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("slug", ["sara", "vigor", "pair", "leeps"])
+@pytest.mark.parametrize("slug", ["sara", "vigor", "pair", "leeps", "difficulty"])
 def test_scheduler_has_a_pulse(slug, tmp_path, monkeypatch):
     _parity_rewards(monkeypatch)
     c = _experiment(slug)
@@ -158,6 +242,9 @@ def test_scheduler_has_a_pulse(slug, tmp_path, monkeypatch):
         assert all(x["select/rollouts"] == b * g for x in train)
         assert all(x["select/tokens"] < b * g * l_max for x in train)
     if slug == "leeps":
+        assert all(x["select/selected_groups"] == b for x in train)
+    if slug == "difficulty":  # one round of B full groups
+        assert all(x["select/rollouts"] == b * g and x["select/rounds"] == 1 for x in train)
         assert all(x["select/selected_groups"] == b for x in train)
 
 
