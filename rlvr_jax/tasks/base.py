@@ -73,6 +73,10 @@ class Task(abc.ABC):
     """
 
     name: ClassVar[str] = "task"
+    # Options added after a task's problems were in use -> their defaults. An option
+    # that holds its default is left out of the problem seed (`rng`), so adding it
+    # does not change the existing problems.
+    late_options: ClassVar[Mapping[str, Any]] = {}
     seed: int = 0
 
     @abc.abstractmethod
@@ -97,7 +101,13 @@ class Task(abc.ABC):
             raise ValueError(f"unknown split {split!r}; valid: {SPLITS}")
         if index < 0:
             raise ValueError(f"problem index must be >= 0, got {index}")
-        key = f"{self.name}|{dataclasses.astuple(self)}|{split}|{index}".encode()
+        names = [f.name for f in dataclasses.fields(self)]
+        options = tuple(
+            value
+            for name, value in zip(names, dataclasses.astuple(self), strict=True)
+            if name not in self.late_options or value != self.late_options[name]
+        )
+        key = f"{self.name}|{options}|{split}|{index}".encode()
         return np.random.default_rng(np.frombuffer(hashlib.sha256(key).digest()[:16], np.uint32))
 
     def problem_id(self, index: int, split: str) -> str:

@@ -30,17 +30,7 @@ import hashlib
 import importlib.util
 import json
 import logging
-import math
 import os
-import queue
-import re
-import select
-import signal
-import subprocess
-import sys
-import threading
-import time
-from fractions import Fraction
 from typing import ClassVar
 
 from rlvr_jax.tasks import (
@@ -56,17 +46,27 @@ from rlvr_jax.tasks import (
 )
 from rlvr_jax.tasks.base import SPLITS
 
+# Re-exported: the answer screen and the checker processes live in their own modules.
+from rlvr_jax.tasks.math_answers import (  # noqa: F401
+    MAX_ANSWER_CHARS,
+    MAX_DEPTH,
+    MAX_EXPONENT,
+    MAX_POWER_DIGITS,
+    exact_equal,
+    normalise,
+    screen,
+    strip_wrappers,
+)
+from rlvr_jax.tasks.math_checker import (  # noqa: F401
+    CHECKER_PROCESSES,
+    STARTUP_TIMEOUT_S,
+)
+from rlvr_jax.tasks.math_checker import get_pool as _get_pool
+
 logger = logging.getLogger(__name__)
 
 SAMPLE_PATH = os.path.join(os.path.dirname(__file__), "data", "math_sample.jsonl")
 PROMPT_SUFFIX = "\nPut your final answer in \\boxed{}."
-MAX_ANSWER_CHARS = 300  # longer final answers are MALFORMED before any parsing
-MAX_DEPTH = 20  # bracket nesting depth of an answer
-MAX_EXPONENT = 10_000  # largest value of an exponent (itself estimated, for nested powers)
-MAX_POWER_DIGITS = 100_000  # most digits of a power with a numeric base
-CHECKER_PROCESSES = 2
-STARTUP_TIMEOUT_S = 120.0  # a checker must import math-verify and warm up within this
-_CHECKER_MEMORY_BYTES = 4 << 30
 
 
 @register
@@ -168,14 +168,14 @@ class MathFileTask(Task):
           CORRECT (reward 1) if equivalent, WRONG_ANSWER, MALFORMED (no final answer,
           or one refused by the screen) or TIMEOUT (past `timeout_s`), reward 0.
         """
-        pred = _strip_wrappers(extract_answer(response) or "")
+        pred = strip_wrappers(extract_answer(response) or "")
         if not pred:
             return Verdict(0.0, MALFORMED, None, "no \\boxed{} or 'Answer:' final answer")
-        refusal = _screen(pred)
+        refusal = screen(pred)
         if refusal is not None:
             return Verdict(0.0, MALFORMED, pred[:MAX_ANSWER_CHARS], refusal)
-        gold = _strip_wrappers(str(problem.answer))
-        if _normalise(pred) == _normalise(gold):
+        gold = strip_wrappers(str(problem.answer))
+        if normalise(pred) == normalise(gold):
             return Verdict(1.0, CORRECT, pred, "identical after normalisation")
         if self.checker == "math_verify" and _math_verify_available():
             status, detail = _get_pool().check(gold, pred, self.timeout_s)
@@ -185,7 +185,7 @@ class MathFileTask(Task):
             _warn_fallback(f"math-verify checker processes failed to start ({detail})")
         elif self.checker == "math_verify":
             _warn_fallback("math-verify is not installed (pip install math-verify) or not POSIX")
-        ok = _exact_equal(gold, pred)
+        ok = exact_equal(gold, pred)
         return Verdict(float(ok), CORRECT if ok else WRONG_ANSWER, pred, "exact match")
 
 
@@ -296,147 +296,7 @@ def _splits(load_key: tuple, seed: int, fractions) -> dict[str, tuple[int, ...]]
     return {s: tuple(v) for s, v in out.items()}
 
 
-# ---------------------------------------------------------------- answers
-
-_SPACING = re.compile(r"\\(?:left|right|displaystyle)\b|\\[!,;: ]|\s+")
-_RATIONAL = re.compile(r"(-?)(?:\\frac\{(\d{1,60})\}\{(\d{1,60})\}|(\d{1,60})/(\d{1,60}))")
-_DECIMAL = re.compile(r"-?\d{1,60}(?:\.\d{1,60})?")
-
-
-def _strip_wrappers(answer: str) -> str:
-    """Removes $...$, \\(...\\), **bold** and a trailing period around a final answer."""
-    answer = answer[: 4 * MAX_ANSWER_CHARS].strip()
-    for _ in range(3):
-        for left, right in (("$", "$"), ("**", "**"), ("\\(", "\\)")):
-            if (
-                len(answer) > len(left + right)
-                and answer.startswith(left)
-                and answer.endswith(right)
-            ):
-                answer = answer[len(left) : -len(right)].strip()
-        answer = answer.rstrip(".").strip()
-    return answer
-
-
-def _screen(answer: str) -> str | None:
-    """Why `answer` is refused before parsing (MALFORMED), or None. Linear time."""
-    if len(answer) > MAX_ANSWER_CHARS:
-        return f"answer longer than {MAX_ANSWER_CHARS} characters"
-    depth = max_depth = braces = 0
-    for c in answer:
-        if (ord(c) < 32 and c != "\t") or c == "\x7f":
-            return "control character in answer"
-        if c.isdigit() and not c.isascii():
-            return "non-ASCII digit in answer"
-        if c in "([{":
-            depth += 1
-            max_depth = max(max_depth, depth)
-        elif c in ")]}":
-            depth = max(depth - 1, 0)  # intervals like [1, 2) mix bracket kinds
-        braces += (c == "{") - (c == "}")
-        if braces < 0:
-            return "unbalanced braces"
-    if braces:
-        return "unbalanced braces"
-    if max_depth > MAX_DEPTH:
-        return f"brackets nested deeper than {MAX_DEPTH}"
-    try:
-        _log_bound(answer)
-    except _Refused as e:
-        return str(e)
-    return None
-
-
-class _Refused(Exception):
-    """Why an answer is refused by the screen."""
-
-
-def _log_bound(s: str) -> float:
-    """log10 of a rough upper bound of the numbers `s` evaluates to (0 where symbolic).
-
-    Walks numbers, bracket groups (recursively), powers and factorials; a power
-    with a numeric base has log10 = exponent value * log10(base), so the numbers
-    sympy would build are estimated without building them.
-
-    Raises:
-      _Refused: a power tower (a^b^c), an exponent above MAX_EXPONENT, a power
-        with more than MAX_POWER_DIGITS digits, or a factorial of 1000 or more.
-    """
-    best, last, i = 0.0, None, 0  # last: log10 of the preceding number or group
-    while i < len(s):
-        c = s[i]
-        if c.isdigit():
-            j = i
-            while j < len(s) and s[j].isdigit():
-                j += 1
-            last, i = math.log10(int(s[i:j]) or 1), j
-        elif c in "([{":
-            j, depth = i, 0
-            while j < len(s):  # intervals like [1, 2) mix bracket kinds
-                depth += (s[j] in "([{") - (s[j] in ")]}")
-                if depth == 0:
-                    break
-                j += 1
-            last, i = _log_bound(s[i + 1 : j]), j + 1
-        elif s.startswith(("^", "**"), i):
-            exponent, i = _exponent_at(s, i + 1 + (c == "*"))
-            if s[i:].lstrip().startswith(("^", "**")):
-                raise _Refused("power tower")
-            if exponent.startswith("{"):
-                exponent = exponent[1:-1]
-            log_exponent = _log_bound(exponent)
-            if log_exponent > math.log10(MAX_EXPONENT):
-                raise _Refused("exponent too large")
-            last = (last or 0.0) * 10**log_exponent
-            if last > MAX_POWER_DIGITS:
-                raise _Refused("power too large")
-        elif c == "!" and not s.startswith("!=", i):
-            if last is not None and last >= 3:
-                raise _Refused("factorial of a number >= 1000")
-            last, i = (last or 0.0) * 10 ** (last or 0.0), i + 1  # log10(n!) <= n log10(n)
-        else:
-            last, i = (last if c in " \t" else None), i + 1
-        best = max(best, last or 0.0)
-    return best
-
-
-def _exponent_at(s: str, i: int) -> tuple[str, int]:
-    """The exponent starting at `i` (after spaces and signs) and the index after it."""
-    while i < len(s) and s[i] in " \t+-":
-        i += 1
-    if i < len(s) and s[i] in "{(":
-        close, depth = {"{": "}", "(": ")"}[s[i]], 0
-        for j in range(i, len(s)):
-            depth += (s[j] == s[i]) - (s[j] == close)
-            if depth == 0:
-                return s[i : j + 1], j + 1
-        return s[i:], len(s)
-    run = re.match(r"\d+|\\[A-Za-z]+|.|$", s[i:])
-    return run.group(), i + run.end()
-
-
-def _normalise(answer: str) -> str:
-    """Spacing-insensitive form of a LaTeX answer for string comparison."""
-    answer = answer.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    return _SPACING.sub("", answer).rstrip(".")
-
-
-def _as_fraction(answer: str) -> Fraction | None:
-    """The exact value of an integer, decimal, a/b or \\frac{a}{b} (else None)."""
-    if _DECIMAL.fullmatch(answer):
-        return Fraction(answer)
-    m = _RATIONAL.fullmatch(answer)
-    if not m or int(m[3] or m[5]) == 0:
-        return None
-    return Fraction(int(m[2] or m[4]), int(m[3] or m[5])) * (-1 if m[1] else 1)
-
-
-def _exact_equal(gold: str, pred: str) -> bool:
-    """The fallback comparison: equal normalised strings or equal simple rationals."""
-    g, p = _normalise(gold), _normalise(pred)
-    return g == p or (_as_fraction(g) is not None and _as_fraction(g) == _as_fraction(p))
-
-
+# ---------------------------------------------------------------- fallback
 _FALLBACK_WARNED = False
 
 
@@ -450,196 +310,3 @@ def _warn_fallback(why: str) -> None:
 def _math_verify_available() -> bool:
     # The checker processes need select() on pipes and setitimer: POSIX only.
     return os.name == "posix" and importlib.util.find_spec("math_verify") is not None
-
-
-# ---------------------------------------------------------------- checker processes
-
-
-_WARM_UP = (
-    ("\\frac{1}{2}", "0.5"),
-    ("2\\sqrt{3}", "\\sqrt{12}"),
-    ("[1,2)", "(1,2]"),
-    ("\\{1\\}", "x=1"),
-    ("1", "\\sqrt{-1}"),
-    ("1", "f(x)"),
-    ("1", "\\begin{pmatrix}1\\end{pmatrix}"),
-)
-
-
-class _SoftTimeout(BaseException):
-    """Raised by the checker's alarm; a BaseException so math-verify cannot swallow it."""
-
-
-def _checker_main() -> None:
-    """Checker process: answers JSON lines [gold, pred, soft_s] with [status, detail]."""
-    out = os.fdopen(os.dup(1), "w")  # the protocol channel
-    os.dup2(2, 1)  # stray prints of libraries must not corrupt the protocol
-
-    def reply(status: str, detail: str) -> None:
-        out.write(json.dumps([status, detail]) + "\n")
-        out.flush()
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (_CHECKER_MEMORY_BYTES, resource.RLIM_INFINITY))
-    except (ImportError, ValueError, OSError):
-        pass
-    try:
-        logging.getLogger("math_verify").setLevel(logging.ERROR)
-        from math_verify import LatexExtractionConfig, parse, verify
-
-        config = [LatexExtractionConfig(boxed_match_priority=0)]
-
-        def mv_parse(answer: str):
-            # parsing_timeout=None: math-verify's whole-second alarm would clash with ours.
-            return parse(f"\\boxed{{{answer}}}", extraction_config=config, parsing_timeout=None)
-
-        parse_gold = functools.lru_cache(maxsize=256)(mv_parse)
-        for gold, pred in _WARM_UP:  # the first use of a sympy code path costs 50-300 ms
-            verify(parse_gold(gold), mv_parse(pred), timeout_seconds=None)
-    except BaseException as e:
-        reply("error", f"{type(e).__name__}: {e}")
-        return
-    reply("ready", "")
-
-    def on_alarm(signum, frame):
-        raise _SoftTimeout()
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    for line in sys.stdin:
-        gold, pred, soft_s = json.loads(line)
-        try:
-            signal.setitimer(signal.ITIMER_REAL, max(soft_s, 1e-3))
-            ok = verify(parse_gold(gold), mv_parse(pred), timeout_seconds=None)
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            status, detail = ("correct", "math-verify") if ok else ("wrong", "math-verify: differ")
-        except _SoftTimeout:
-            status, detail = "timeout", "math-verify exceeded the time limit"
-        except Exception as e:  # math-verify should not raise; never lose the checker to it
-            status, detail = "wrong", f"math-verify error: {type(e).__name__}"
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        reply(status, detail)
-
-
-class _Checker:
-    """One checker process, started by `python -c` so the caller's main module never re-runs."""
-
-    def __init__(self):
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-        code = "from rlvr_jax.tasks.math_data import _checker_main; _checker_main()"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": path},
-        )  # fmt: skip
-        self._buffer = b""
-
-    def send(self, gold: str, pred: str, soft_s: float) -> None:
-        self.proc.stdin.write((json.dumps([gold, pred, soft_s]) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def receive(self, timeout_s: float) -> list | None:
-        """The next reply, or None when none arrives within `timeout_s`."""
-        deadline, fd = time.monotonic() + timeout_s, self.proc.stdout.fileno()
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise EOFError("checker process exited")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-class _Pool:
-    """Warm checker processes; one that misses its deadline is killed and replaced."""
-
-    def __init__(self, size: int):
-        self._idle: queue.Queue[_Checker] = queue.Queue()
-        self._ready = threading.Event()
-        self._lock = threading.Lock()
-        self._live = self._starting = 0
-        self._error = ""
-        for _ in range(size):
-            self._spawn_async()
-
-    def _spawn_async(self, old: _Checker | None = None) -> None:
-        with self._lock:
-            self._starting += 1
-        threading.Thread(target=self._spawn, args=(old,), daemon=True).start()
-
-    def _spawn(self, old: _Checker | None) -> None:
-        if old is not None:
-            old.kill()  # and reap it, off the caller's clock
-        checker, error = None, ""
-        try:
-            checker = _Checker()
-            reply = checker.receive(STARTUP_TIMEOUT_S) or ["error", "start-up timed out"]
-            error = "" if reply[0] == "ready" else str(reply[1])
-        except Exception as e:
-            error = f"{type(e).__name__}: {e}"
-        if error and checker is not None:
-            checker.kill()
-        with self._lock:
-            self._starting -= 1
-            self._live += not error
-            self._error = error or self._error
-        if not error:
-            self._idle.put(checker)
-        self._ready.set()
-
-    def wait_ready(self) -> None:
-        self._ready.wait(STARTUP_TIMEOUT_S)
-
-    def check(self, gold: str, pred: str, timeout_s: float) -> tuple[str, str]:
-        """(status, detail), status one of correct, wrong, timeout, unavailable."""
-        self.wait_ready()  # start-up is paid once, outside the per-check limit
-        deadline = time.monotonic() + timeout_s
-        try:
-            checker = self._idle.get(timeout=timeout_s)
-        except queue.Empty:
-            with self._lock:
-                if self._live == 0 and self._starting == 0:
-                    return "unavailable", self._error
-            return "timeout", "no checker process free within the time limit"
-        if deadline - time.monotonic() < 1e-3:  # no time left to check: keep the checker
-            self._idle.put(checker)
-            return "timeout", "no checker process free within the time limit"
-        try:
-            # The checker's own alarm at 3/4 of the time left usually answers first,
-            # so that a slow check does not cost a process restart.
-            checker.send(gold, pred, 0.75 * max(deadline - time.monotonic(), 0.0))
-            reply = checker.receive(deadline - time.monotonic())
-            if reply is not None:
-                self._idle.put(checker)
-                return reply[0], reply[1]
-            detail = "checker process killed at the time limit"
-        except (EOFError, OSError, ValueError) as e:
-            detail = f"checker process failed ({type(e).__name__})"
-        with self._lock:
-            self._live -= 1
-        self._spawn_async(checker)
-        return "timeout", detail
-
-
-_POOL: _Pool | None = None
-_POOL_PID = -1
-_POOL_LOCK = threading.Lock()
-
-
-def _get_pool() -> _Pool:
-    """The process-wide pool, rebuilt after a fork (pipes cannot be shared)."""
-    global _POOL, _POOL_PID
-    with _POOL_LOCK:
-        if _POOL is None or _POOL_PID != os.getpid():
-            _POOL, _POOL_PID = _Pool(CHECKER_PROCESSES), os.getpid()
-        return _POOL

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from fractions import Fraction
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from rlvr_jax.tasks import register
 from rlvr_jax.tasks.base import (
@@ -34,11 +34,17 @@ from rlvr_jax.tasks.base import (
     extract_answer,
 )
 
-# Calculator bounds: they keep every call far under a millisecond.
-MAX_EXPR_CHARS = 200
-MAX_LITERAL_DIGITS = 30
-MAX_DEPTH = 20
-MAX_MAGNITUDE = 10**60
+# Re-exported: the calculator and number formats live in their own module.
+from rlvr_jax.tasks.tools_calc import (  # noqa: F401
+    MAX_DEPTH,
+    MAX_EXPR_CHARS,
+    MAX_LITERAL_DIGITS,
+    MAX_MAGNITUDE,
+    CalcResult,
+    calculate,
+    format_number,
+    parse_number,
+)
 
 _ATTRIBUTES = ("population", "area", "height", "age", "weight", "speed", "depth", "price")
 _NUM_ATTRIBUTES = 3  # attributes per problem; the rest of the pool varies across problems
@@ -46,166 +52,11 @@ _OP_WORDS = {"+": "plus", "-": "minus", "*": "times"}
 _ONSETS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _CODAS = ("", "", "n", "r", "sh", "k", "l")
-
-
-# ----------------------------------------------------------------- calculator
-class CalcResult(NamedTuple):
-    """The calculator's outcome: exactly one of `value` and `error` is set."""
-
-    value: Fraction | None
-    error: str | None
-
-
-class _CalcError(Exception):
-    pass
-
-
-_TOKEN_RE = re.compile(r"\s*(?:([0-9]+(?:\.[0-9]+)?)|([-+*/()]))")
-
-
-def _tokenize(expr: str) -> list[Fraction | str]:
-    tokens: list[Fraction | str] = []
-    pos, end = 0, len(expr.rstrip())
-    while pos < end:
-        m = _TOKEN_RE.match(expr, pos)
-        if m is None:
-            raise _CalcError(f"unexpected character {expr[pos:].lstrip()[:1]!r}")
-        number, op = m.groups()
-        if number is not None:
-            whole, _, frac = number.partition(".")
-            if len(whole) + len(frac) > MAX_LITERAL_DIGITS:
-                raise _CalcError("number too long")
-            tokens.append(Fraction(int(whole + frac), 10 ** len(frac)))
-        else:
-            tokens.append(op)
-        pos = m.end()
-    return tokens
-
-
-class _Parser:
-    """expr := term (('+'|'-') term)*; term := factor (('*'|'/') factor)*;
-    factor := ('+'|'-') factor | number | '(' expr ')'. Depth-bounded."""
-
-    def __init__(self, tokens: list[Fraction | str]):
-        self.tokens, self.pos = tokens, 0
-
-    def peek(self) -> Fraction | str | None:
-        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
-
-    def take(self) -> Fraction | str | None:
-        token = self.peek()
-        self.pos += 1
-        return token
-
-    def expr(self, depth: int) -> Fraction:
-        value = self.term(depth)
-        while self.peek() in ("+", "-"):
-            op = self.take()
-            rhs = self.term(depth)
-            value = _bounded(value + rhs if op == "+" else value - rhs)
-        return value
-
-    def term(self, depth: int) -> Fraction:
-        value = self.factor(depth)
-        while self.peek() in ("*", "/"):
-            op = self.take()
-            rhs = self.factor(depth)
-            if op == "/" and rhs == 0:
-                raise _CalcError("division by zero")
-            value = _bounded(value * rhs if op == "*" else value / rhs)
-        return value
-
-    def factor(self, depth: int) -> Fraction:
-        if depth >= MAX_DEPTH:
-            raise _CalcError("expression nested too deeply")
-        token = self.take()
-        if isinstance(token, Fraction):
-            return token
-        if token in ("+", "-"):
-            value = self.factor(depth + 1)
-            return -value if token == "-" else value
-        if token == "(":
-            value = self.expr(depth + 1)
-            if self.take() != ")":
-                raise _CalcError("unbalanced parentheses")
-            return value
-        raise _CalcError("expected a number" + ("" if token is None else f", got {token!r}"))
-
-
-def _bounded(value: Fraction) -> Fraction:
-    if abs(value.numerator) > MAX_MAGNITUDE or value.denominator > MAX_MAGNITUDE:
-        raise _CalcError("number too large")
-    return value
-
-
-def calculate(expr: str) -> CalcResult:
-    """Evaluates + - * / and parentheses over integers/decimals exactly; never raises.
-
-    Args:
-      expr: the expression text (at most MAX_EXPR_CHARS characters; ASCII digits
-        only, literals of at most MAX_LITERAL_DIGITS digits, nesting at most
-        MAX_DEPTH, every intermediate value bounded by MAX_MAGNITUDE).
-    Returns:
-      CalcResult with the exact value, or with an error message.
-    """
-    if not isinstance(expr, str):
-        return CalcResult(None, "expression is not text")
-    if len(expr) > MAX_EXPR_CHARS:
-        return CalcResult(None, "expression too long")
-    try:
-        parser = _Parser(_tokenize(expr))
-        value = parser.expr(0)
-        if parser.peek() is not None:
-            raise _CalcError(f"unexpected {parser.peek()!r}")
-        return CalcResult(value, None)
-    except _CalcError as e:
-        return CalcResult(None, str(e))
-
-
-def format_number(value: Fraction) -> str:
-    """Exact text of `value`: an integer, a terminating decimal, or "p/q".
-
-    Args:
-      value: a Fraction whose denominator is at most MAX_MAGNITUDE.
-    Returns:
-      e.g. "489", "-0.075", "1/3".
-    """
-    if value.denominator == 1:
-        return str(value.numerator)
-    rest, twos, fives = value.denominator, 0, 0
-    while rest % 2 == 0:
-        rest, twos = rest // 2, twos + 1
-    while rest % 5 == 0:
-        rest, fives = rest // 5, fives + 1
-    if rest != 1:
-        return f"{value.numerator}/{value.denominator}"
-    places = max(twos, fives)  # the fewest decimal places that make the value exact
-    digits = str(abs(value.numerator) * (10**places // value.denominator)).rjust(places + 1, "0")
-    sign = "-" if value < 0 else ""
-    return f"{sign}{digits[:-places]}.{digits[-places:]}"
-
-
-_NUMBER_RE = re.compile(r"[-+]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,40})(?:\.[0-9]{1,40})?")
-_RATIO_RE = re.compile(r"[-+]?[0-9]{1,40}/[0-9]{1,40}")
-
-
-def parse_number(text: str) -> Fraction | None:
-    """A final answer's number; ASCII digits only, at most 40 digits per part.
-
-    Args:
-      text: the answer text, e.g. "489", "-1,234", "2.5", "7/2" (a final "." is ignored).
-    Returns:
-      The exact value, or None when the text is not a number.
-    """
-    text = text.strip().rstrip(".").strip()
-    if len(text) > 100:
-        return None
-    if _RATIO_RE.fullmatch(text):
-        num, den = text.split("/")
-        return Fraction(int(num), int(den)) if int(den) != 0 else None
-    if _NUMBER_RE.fullmatch(text):
-        return Fraction(text.replace(",", ""))
-    return None
+_INSTRUCTIONS = (
+    "Use tools to answer. Write one call per turn on its own line:\n"
+    "<call>lookup(ENTITY, ATTRIBUTE)</call> returns a fact.\n"
+    "<call>calc(EXPRESSION)</call> computes + - * / and parentheses.\n"
+)
 
 
 # ------------------------------------------------------------------- episode
@@ -370,15 +221,23 @@ class ToolLookup(Task):
       num_entities: entities in the fact table (2..26), each with 3 numeric attributes.
       num_lookups: facts the question combines (1..3; with 1, a constant is the
         second operand).
+      max_name_syllables: entity names have min(2, this)..this consonant-vowel
+        syllables plus an optional coda (1..4). 1 gives short names ("Ba", "Kosh",
+        2-3 tokens) that a tiny model learns to copy into its lookup call sooner.
+      instructions: start the prompt with the tool-use instructions (~50 tokens);
+        False gives the question line only, for tiny models trained on the format.
       max_turns: non-answer turns allowed before the answer (>= num_lookups + 1,
         the reference episode's tool calls).
       seed: task seed.
     """
 
     name: ClassVar[str] = "tool_lookup"
+    late_options: ClassVar[dict[str, Any]] = {"max_name_syllables": 3, "instructions": True}
     num_entities: int = 8
     num_lookups: int = 2
     max_turns: int = 4
+    max_name_syllables: int = 3
+    instructions: bool = True
     seed: int = 0
 
     def __post_init__(self):
@@ -388,12 +247,15 @@ class ToolLookup(Task):
             raise ValueError(f"num_entities must be in 2..26, got {self.num_entities}")
         if self.max_turns < self.num_lookups + 1:
             raise ValueError(f"max_turns must be >= num_lookups + 1, got {self.max_turns}")
+        if not 1 <= self.max_name_syllables <= 4:
+            raise ValueError(f"max_name_syllables must be in 1..4, got {self.max_name_syllables}")
 
     def problem(self, index: int, split: str = "train") -> Problem:
         rng = self.rng(index, split)
         entities: list[str] = []
         while len(entities) < self.num_entities:
-            n = int(rng.integers(2, 4))
+            # With the default 3 this draws 2..3, as before the option existed.
+            n = int(rng.integers(min(2, self.max_name_syllables), self.max_name_syllables + 1))
             name = "".join(_ONSETS[rng.integers(14)] + _VOWELS[rng.integers(5)] for _ in range(n))
             name = (name + _CODAS[rng.integers(len(_CODAS))]).capitalize()
             if name not in entities:
@@ -418,13 +280,9 @@ class ToolLookup(Task):
             expression += f" {op} {value}"
             question += f" {_OP_WORDS[op]} {phrase}"
         answer = format_number(calculate(expression).value)
-        prompt = (
-            "Use tools to answer. Write one call per turn on its own line:\n"
-            "<call>lookup(ENTITY, ATTRIBUTE)</call> returns a fact.\n"
-            "<call>calc(EXPRESSION)</call> computes + - * / and parentheses.\n"
-            f"Question: What is {question}?\n"
-            'End with a line "Answer: <number>".\n'
-        )
+        prompt = f"Question: What is {question}?\n"
+        if self.instructions:
+            prompt = _INSTRUCTIONS + prompt + 'End with a line "Answer: <number>".\n'
         metadata = {
             "facts": facts,
             "fact_lines": [f"{a} of {e} = {v}" for e, row in facts.items() for a, v in row.items()],
