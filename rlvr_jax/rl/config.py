@@ -234,6 +234,28 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
     return c
 
 
+# The privileged view of the self-teacher: the policy shown the reference solution.
+SOLUTION_VIEW = "{prompt}\nReference solution:\n{solution}"
+
+
+def apply_teacher(c: ml_collections.ConfigDict, variant: str) -> ml_collections.ConfigDict:
+    """The `teacher` signal of the distillation experiments, after `apply_variant`.
+
+    The warm-start teacher of the policy's domain (same tokenizer, ~2x the
+    base's SFT steps), except in "pulse": the tiny random policy has no trained
+    teacher, so the teacher is the policy itself under SOLUTION_VIEW (source
+    "hint"), and a pulse never trains a warm-start model.
+
+    Returns:
+      `c`, for chaining.
+    """
+    t = c.score.teacher
+    t.source, t.domain, t.role = "warm_start", "", "teacher"  # domain "" = model.domain
+    if variant == "pulse":
+        t.source, t.template = "hint", SOLUTION_VIEW
+    return c
+
+
 def validate(c: ml_collections.ConfigDict) -> None:
     """Checks choices and ranges; ValueError naming the field and the valid values."""
     from rlvr_jax import tasks

@@ -1,0 +1,39 @@
+"""CPO (Contrastive Policy Optimization) on the warm-start Countdown base.
+
+Reproduces, in miniature, CPO against GRPO and against entropy-based advantage
+shaping (experiments/cpo/entropy_shaping.py, the baseline the paper compares
+with): the disagreement d_t = ℓ^G − ℓ^S between the policy under a
+reference-guided context and the plain policy on each sampled token shapes the
+advantage by the rollout's verdict, A'_t = β·A_t + λ_{c_i}·τ·tanh(d_t/τ). The
+term does not depend on A_t, so zero-variance groups still get a signal.
+
+Paper-fixed (abstract): guided-vs-plain token disagreement, correctness-aware
+shaping, signal in zero-variance groups, OPD as the special case of an external
+teacher.
+Ours: the functional form above with β = 1, λ_correct = λ_wrong = 0.1, τ = 1; the
+guided view "{prompt}\\nReference solution:\\n{solution}" (the arithmetic hint's
+wording, so it also works on Countdown); GRPO advantages, token PPO clip ε = 0.2, G = 8.
+
+Command: python -m rlvr_jax.main --config=experiments/cpo/cpo.py --workdir=runs/cpo
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; the guided policy is
+the policy itself, so no variant needs a trained teacher).
+Runtime: not measured; grpo.py's plus one policy forward per batch.
+"""
+
+from rlvr_jax.rl.config import SOLUTION_VIEW, apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.score.signals = "hint"  # hint_logps_BxT = ℓ^G, the reference-guided policy
+    c.score.hint.template = SOLUTION_VIEW
+    c.score.hint.correct_template = ""  # the same guided view for every row
+    c.credit.name = "grpo"
+    c.credit.transforms = "cpo"
+    c.credit.cpo.beta = 1.0  # β, weight of A_t (ours)
+    c.credit.cpo.lam_correct = 0.1  # λ_correct (ours)
+    c.credit.cpo.lam_wrong = 0.1  # λ_wrong (ours)
+    c.credit.cpo.tau = 1.0  # τ of τ·tanh(d/τ) (ours; 0 = unbounded d)
+    c.loss.name = "ppo_clip"
+    c.data.group_size = 8  # G
+    return apply_variant(c, variant)

@@ -1,0 +1,44 @@
+"""PPO with an HL-Gauss categorical critic ("categorical critics") on the warm-start Countdown base.
+
+Reproduces, in miniature, the categorical-critic row against the scalar critic of
+experiments/baselines/ppo.py: the value head predicts logits over m bins of
+[v_min, v_max] and is trained by cross-entropy to HL-Gauss targets (the mass of
+N(R_t, σ²) on each bin, σ = 0.75 bin widths); the value is the expected bin
+centre. Report the critic's Brier score and calibration error
+(`core.hl_gauss.brier_score` / `expected_calibration_error`).
+
+Paper-fixed (METHODS.md): HL-Gauss targets with σ = 0.75 bin width, cross-entropy,
+value = expectation.
+Ours: m = 51 bins on [0, 1], the verifier's reward range (returns outside it
+are clipped to it, e.g. with an overlong penalty); the rest is ppo.py's: GAE
+(γ = 1, λ = 0.95), whitened advantages, clip ε = 0.2, token-mean loss, critic lr
+3e-4, 5 critic-only warm-up steps.
+Not here: the one-hot / two-hot / Bernoulli controls (`core.hl_gauss.targets`
+has them; config.critic.loss offers only "mse" and "hl_gauss").
+
+Command: python -m rlvr_jax.main --config=experiments/hl_gauss/hl_gauss.py --workdir=runs/hl_gauss
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps, 1 critic warm-up step).
+Runtime: not measured; ppo.py's.
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.credit.name = "gae"
+    c.credit.gae.gamma = 1.0  # γ
+    c.credit.gae.lam = 0.95  # λ
+    c.credit.gae.whiten = True
+    c.loss.name = "ppo_clip"
+    c.loss.aggregation = "token-mean"
+    c.critic.enabled = True
+    c.critic.loss = "hl_gauss"
+    c.critic.num_bins = 51  # m (ours)
+    c.critic.v_min = 0.0  # support of the value (ours: the 0/1 reward range)
+    c.critic.v_max = 1.0
+    c.critic.sigma_ratio = 0.75  # σ / bin width
+    c.critic.lr = 3e-4
+    c.critic.value_clip = 0.2
+    c.critic.warmup_steps = 5
+    return apply_variant(c, variant)

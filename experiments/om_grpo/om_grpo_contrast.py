@@ -1,0 +1,34 @@
+"""OM-GRPO with the contrast-augmented reward, on the warm-start Countdown base.
+
+experiments/om_grpo/om_grpo.py plus the paper's contrast augmentation: rollouts
+of a group with different answers are compared pairwise (no new rollouts) and
+the reward becomes r'_i = (1 − λ)·consensus_i + λ·win_i, win_i the rollout's win
+rate over its compared pairs; the answer span still gets no gradient.
+
+Paper-fixed (abstract): pairwise comparisons over existing trajectories.
+Ours: λ = 0.5; the judge scores a rollout by its answer's consensus share
+(score.pair_compare.judge = "consensus", label-free; "verifier" is the labelled
+ablation); the rest as om_grpo.py.
+
+Command: python -m rlvr_jax.main --config=experiments/om_grpo/om_grpo_contrast.py --workdir=runs/omc
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
+Runtime: not measured; grpo.py's.
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.score.signals = "answers,pair_compare"  # answers, then pair_wins_BxB / pair_compared_BxB
+    c.score.pair_compare.judge = "consensus"  # label-free judge (ours)
+    c.credit.name = "grpo"
+    c.credit.transforms = "om_grpo_contrast"
+    c.credit.om_grpo_contrast.lam = 0.5  # λ (ours)
+    c.credit.om_grpo_contrast.leave_one_out = False
+    c.credit.om_grpo_contrast.scale_by_std = True
+    c.credit.om_grpo_contrast.eps = 1e-6
+    c.credit.om_grpo_contrast.mask_answer = True  # no gradient on the answer span
+    c.loss.name = "ppo_clip"
+    c.data.group_size = 8  # G
+    return apply_variant(c, variant)

@@ -1,0 +1,40 @@
+"""OPSA (On-Policy Self-Adaptation) on the warm-start Countdown base: OPD's gain without a teacher.
+
+Reproduces, in miniature, the paper's claim that on-policy distillation works
+mostly by pushing down low-probability sampled tokens, so one fixed negative
+advantage scaled by the policy's own entropy matches it: every sampled token
+gets A_t = −c·H_t / mean(H) and no reward enters the update. Compare pass@1
+with the OPD ablations below and with experiments/baselines/grpo.py.
+
+Paper-fixed (abstract): supervision-free, negative, entropy-adaptive advantage.
+Ours: c = 1; mean(H) over the batch's response tokens (per_row = False); the
+result replaces the RL advantage (rl_coef = 0: OPSA is run as an OPD
+replacement, without the verifier's reward); token PPO clip ε = 0.2, G = 8.
+
+Ablations (config overrides):
+  fixed negative advantage   --config.credit.opsa.entropy_scaled=False
+  plain OPD                  --config.credit.transforms=opdvr --config.credit.opdvr.gate=none
+                             --config.score.signals=teacher
+  OPD, noisy tokens removed  --config.credit.transforms=opd_denoised --config.score.signals=teacher
+The OPD rows use the warm-start Countdown teacher (score.teacher defaults);
+`core.opsa.teacher_noise_stats` gives the paper's teacher-noise statistics.
+
+Command: python -m rlvr_jax.main --config=experiments/opsa/opsa.py --workdir=runs/opsa
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
+Runtime: not measured; grpo.py's (no extra forward pass).
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.credit.name = "grpo"  # computed, then replaced (rl_coef = 0)
+    c.credit.transforms = "opsa"
+    c.credit.opsa.c = 1.0  # c: magnitude of the negative advantage (ours)
+    c.credit.opsa.entropy_scaled = True  # × H_t / mean H (False: the fixed −c ablation)
+    c.credit.opsa.per_row = False  # mean H over the batch
+    c.credit.opsa.rl_coef = 0.0  # weight of the verifier's advantage (ours: none)
+    c.loss.name = "ppo_clip"
+    c.data.group_size = 8  # G
+    return apply_variant(c, variant)
