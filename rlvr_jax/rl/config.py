@@ -152,7 +152,8 @@ def default_config() -> ml_collections.ConfigDict:
     c.critic.warmup_steps = 0  # RL steps that train only the critic (policy frozen)
     # "mse": scalar head, clipped squared error; "hl_gauss": categorical head over
     # num_bins bins of [v_min, v_max], cross-entropy to HL-Gauss targets (σ = sigma_ratio
-    # bin widths), value = expected bin centre (rlvr_jax.core.hl_gauss).
+    # bin widths), value = expected bin centre (rlvr_jax.core.hl_gauss); the paper's
+    # controls "two_hot", "one_hot" and "bernoulli" (2 bins valued v_min, v_max).
     c.critic.loss = "mse"
     c.critic.num_bins = 51  # m
     c.critic.v_min = -1.0  # returns outside [v_min, v_max] are clipped to it
@@ -364,7 +365,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
     from rlvr_jax.rl.critic import LOSSES as CRITIC_LOSSES
 
     choice("critic.loss", c.critic.loss, CRITIC_LOSSES)
-    if c.critic.loss == "hl_gauss":
+    if c.critic.loss != "mse":
         positive("critic.num_bins", c.critic.num_bins, 2)
         if not c.critic.v_min < c.critic.v_max:
             raise ValueError(

@@ -9,7 +9,10 @@ Two heads, chosen by the critic loss (`config.critic.loss`):
   "mse": a scalar head regressed with the clipped squared error;
   "hl_gauss": a categorical head (`models.heads.CategoricalValueHead`, M bins
     on [v_min, v_max]) trained by cross-entropy to HL-Gauss targets
-    (`core.hl_gauss`); its value is the expected bin centre.
+    (`core.hl_gauss`); its value is the expected bin centre;
+  "two_hot", "one_hot": the same head with the HL-Gauss paper's control targets;
+  "bernoulli": two bins valued (v_min, v_max), target (1 − q, q) with
+    q = (R − v_min)/(v_max − v_min): a success-probability critic.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 from flax import nnx
 
+from rlvr_jax.core import hl_gauss
 from rlvr_jax.models.heads import CategoricalValueHead, ScalarValueHead
 from rlvr_jax.models.transformer import Transformer
 
-LOSSES = ("mse", "hl_gauss")
+LOSSES = ("mse",) + hl_gauss.KINDS  # "mse": scalar head; the rest: categorical targets
 
 
 class Critic(nnx.Module):
@@ -40,18 +44,18 @@ class Critic(nnx.Module):
         trunk: the transformer whose final hidden states the head reads (usually a
           copy of the initial policy, as in PPO for LMs); trained with the head.
         seed: head initialisation seed.
-        loss: one of LOSSES; "hl_gauss" gets a categorical head.
-        num_bins, v_min, v_max: the categorical head's support (ignored for "mse").
+        loss: one of LOSSES; all but "mse" get a categorical head.
+        num_bins, v_min, v_max: the categorical head's support (ignored for "mse";
+          "bernoulli" has 2 bins whatever num_bins says).
         """
         if loss not in LOSSES:
             raise ValueError(f"unknown critic loss {loss!r}; valid: {', '.join(LOSSES)}")
         self.trunk = trunk
         self.loss = loss
         d, rngs = trunk.config.hidden_size, nnx.Rngs(seed)
-        if loss == "hl_gauss":
-            self.head = CategoricalValueHead(
-                d, num_bins=num_bins, v_min=v_min, v_max=v_max, rngs=rngs
-            )
+        if loss != "mse":
+            m = 2 if loss == "bernoulli" else num_bins
+            self.head = CategoricalValueHead(d, num_bins=m, v_min=v_min, v_max=v_max, rngs=rngs)
         else:
             self.head = ScalarValueHead(d, rngs=rngs)
 
@@ -65,7 +69,7 @@ class Critic(nnx.Module):
         return self.head(out.hidden)
 
     def logits(self, tokens_BxT, attention_mask_BxT):
-        """Bin logits of the categorical head, aligned like the values.
+        """Bin logits of a categorical head, aligned like the values.
 
         Args:
           tokens_BxT: int token ids (any padding).
@@ -73,10 +77,8 @@ class Critic(nnx.Module):
         Returns:
           logits_BxTxM float32: entry t scores V(tokens < t); entry 0 is 0 (uniform).
         """
-        if self.loss != "hl_gauss":
-            raise ValueError(
-                f"Critic.logits needs the 'hl_gauss' head; this critic is {self.loss!r}"
-            )
+        if self.loss == "mse":
+            raise ValueError("Critic.logits needs a categorical head; this critic is 'mse'")
         return self._shift(self._head_out(tokens_BxT, attention_mask_BxT))
 
     def __call__(self, tokens_BxT, attention_mask_BxT):
@@ -89,5 +91,9 @@ class Critic(nnx.Module):
           values_BxT float32: entry t is V(tokens < t); entry 0 is 0.
         """
         out = self._head_out(tokens_BxT, attention_mask_BxT)
-        v_BxT = self.head.values(out) if self.loss == "hl_gauss" else out
+        if self.loss == "bernoulli":  # bins valued (v_min, v_max), not the bin centres
+            bins = hl_gauss.bin_values("bernoulli", 2, self.head.v_min, self.head.v_max)
+            v_BxT = hl_gauss.decode_value(out, bins)
+        else:
+            v_BxT = out if self.loss == "mse" else self.head.values(out)
         return self._shift(v_BxT)

@@ -196,12 +196,19 @@ def make_update(
 
     def critic_loss_fn(params, rest, mb, denom):
         critic = nnx.merge(critic_graphdef, params, rest)
-        if critic.loss == "hl_gauss":
-            # Cross-entropy to N(R_t, σ²) binned on the head's support. No value clipping:
-            # it is a trust region of the squared error; HL-Gauss trains without one.
+        if critic.loss != "mse":
+            # Cross-entropy to the categorical target of R_t (HL-Gauss: N(R_t, σ²) binned
+            # on the head's support). No value clipping: it is a trust region of the
+            # squared error; the categorical losses train without one.
             logits = critic.logits(mb["tokens_BxT"], mb["attention_mask_BxT"])
-            probs = hl_gauss.hl_gauss_targets(
-                mb["returns_BxT"], critic.head.edges, sigma_ratio=critic_sigma_ratio
+            h = critic.head
+            probs = hl_gauss.targets(
+                mb["returns_BxT"],
+                critic.loss,
+                num_bins=h.num_bins,
+                v_min=h.v_min,
+                v_max=h.v_max,
+                sigma_ratio=critic_sigma_ratio,
             )
             loss_BxT = hl_gauss.cross_entropy(logits, probs, mb["mask_BxT"])
         else:

@@ -32,9 +32,29 @@ def _ref_targets(y, ratio=0.75):
     return np.diff(cdf) / (cdf[-1] - cdf[0])
 
 
-def _critic_setup(seed=0):
+def _ref_control_targets(y, kind):
+    """The HL-Gauss paper's control targets of one scalar y, written out in float64."""
+    y = min(max(y, V_MIN), V_MAX)
+    if kind == "bernoulli":
+        q = (y - V_MIN) / (V_MAX - V_MIN)
+        return np.array([1 - q, q])
+    width = (V_MAX - V_MIN) / M
+    out = np.zeros(M)
+    if kind == "one_hot":
+        out[min(int((y - V_MIN) // width), M - 1)] = 1.0
+        return out
+    centres = V_MIN + width * (np.arange(M) + 0.5)
+    if y <= centres[0] or y >= centres[-1]:  # outside the centres: all mass on the end bin
+        out[0 if y <= centres[0] else -1] = 1.0
+        return out
+    k = int(np.searchsorted(centres, y, side="right")) - 1
+    out[k], out[k + 1] = (centres[k + 1] - y) / width, (y - centres[k]) / width
+    return out
+
+
+def _critic_setup(seed=0, loss="hl_gauss"):
     critic = Critic(
-        init_model(tiny_config(), seed=1), seed=seed, loss="hl_gauss", num_bins=M, v_min=V_MIN,
+        init_model(tiny_config(), seed=1), seed=seed, loss=loss, num_bins=M, v_min=V_MIN,
         v_max=V_MAX,
     )  # fmt: skip
     return nnx.split(critic, nnx.Param, ...)
@@ -77,14 +97,15 @@ def test_categorical_critic_values_are_expected_bin_centres():
     np.testing.assert_allclose(logits[:, 1:], critic.head(h)[:, :-1], rtol=1e-6)
     with pytest.raises(ValueError, match="mse"):
         Critic(init_model(tiny_config(), seed=1)).logits(b["tokens_BxT"], b["attention_mask_BxT"])
-    with pytest.raises(ValueError, match="valid: mse, hl_gauss"):
-        Critic(init_model(tiny_config(), seed=1), loss="two_hot")
+    with pytest.raises(ValueError, match="valid: mse, hl_gauss, two_hot, one_hot, bernoulli"):
+        Critic(init_model(tiny_config(), seed=1), loss="two_hots")
 
 
-def test_hl_gauss_update_matches_the_reference_loss_and_gradient(n_micro=2):
+@pytest.mark.parametrize("kind", ["hl_gauss", "two_hot", "one_hot", "bernoulli"])
+def test_categorical_update_matches_the_reference_loss_and_gradient(kind, n_micro=2):
     """Two micro-batches, each normalised by the whole minibatch's token count."""
     graphdef_p, params_p, rest_p = nnx.split(init_model(tiny_config(), seed=0), nnx.Param, ...)
-    c_graphdef, c_params, c_rest = _critic_setup()
+    c_graphdef, c_params, c_rest = _critic_setup(loss=kind)
     sgd = optax.sgd(1.0)
     state = RLState(
         params=params_p,
@@ -110,11 +131,12 @@ def test_hl_gauss_update_matches_the_reference_loss_and_gradient(n_micro=2):
     before = jax.tree.map(jnp.copy, c_params)
     new, metrics = update(state, rest_p, c_rest, mb)
 
-    # Reference: numpy HL-Gauss targets, cross-entropy of log-softmax, token mean.
+    # Reference: numpy targets, cross-entropy of log-softmax, token mean.
     m = b["mask_BxT"]
-    probs = np.zeros((B, T, M))
+    probs = np.zeros((B, T, 2 if kind == "bernoulli" else M))
     for i, j in zip(*np.nonzero(m), strict=True):
-        probs[i, j] = _ref_targets(float(b["returns_BxT"][i, j]))
+        y = float(b["returns_BxT"][i, j])
+        probs[i, j] = _ref_targets(y) if kind == "hl_gauss" else _ref_control_targets(y, kind)
 
     def ref_loss(params):
         critic = nnx.merge(c_graphdef, params, c_rest)
@@ -128,6 +150,18 @@ def test_hl_gauss_update_matches_the_reference_loss_and_gradient(n_micro=2):
     for g, w in zip(jax.tree.leaves(got_step), jax.tree.leaves(grads), strict=True):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=1e-7)
     assert float(jnp.abs(got_step["head"]["kernel"][...]).max()) > 0
+
+
+def test_bernoulli_critic_value_is_the_success_probability_on_the_range():
+    graphdef, params, rest = _critic_setup(loss="bernoulli")
+    critic = nnx.merge(graphdef, params, rest)
+    b = _batch()
+    critic.head.bias[...] = jnp.array([0.3, -0.4], jnp.float32)
+    logits = np.asarray(critic.logits(b["tokens_BxT"], b["attention_mask_BxT"]), np.float64)
+    values = np.asarray(critic(b["tokens_BxT"], b["attention_mask_BxT"]))
+    assert logits.shape == (B, T, 2)
+    q = 1 / (1 + np.exp(logits[..., 0] - logits[..., 1]))  # softmax probability of bin 1
+    np.testing.assert_allclose(values[:, 1:], (V_MIN + q * (V_MAX - V_MIN))[:, 1:], atol=1e-6)
 
 
 def test_config_validates_the_critic_loss():
