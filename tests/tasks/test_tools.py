@@ -82,6 +82,24 @@ def test_difficulty_knobs():
         assert len(p.metadata["fact_lines"]) == 3 * n
 
 
+def test_name_length_and_preamble_options():
+    # Late options at their defaults leave the problems as they were before the options
+    # existed (this prompt is the one docs/base_models.md recorded for the first spec).
+    old = tasks.get("tool_lookup", num_lookups=1).problem(0)
+    assert "What is the population of Fanugin times 12?" in old.prompt
+    same = tasks.get("tool_lookup", num_lookups=1, max_name_syllables=3, instructions=True)
+    assert same.problem(0) == old
+    short = tasks.get("tool_lookup", num_lookups=1, max_name_syllables=1, instructions=False)
+    for p in short.problems(30):
+        assert p.prompt.startswith("Question: ") and "<call>" not in p.prompt
+        # One consonant-vowel syllable (onsets of <= 2 letters) plus an optional coda.
+        assert all(len(name) <= 5 for name in p.metadata["facts"])
+        for turn in reference_turns(p):  # the episode still solves with the short names
+            assert "<call>lookup(" not in turn or turn.split("(")[1].split(",")[0] in p.prompt
+    with pytest.raises(ValueError, match="max_name_syllables"):
+        tasks.get("tool_lookup", max_name_syllables=5)
+
+
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_reference_solutions_verify_and_drive_the_env(k):
     task = tasks.get("tool_lookup", num_lookups=k)
