@@ -219,3 +219,97 @@ def sync(name: str) -> None:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices(name)
+
+
+def host_rows(x) -> np.ndarray:
+    """This process's rows of a global array split on its leading dim, as NumPy.
+
+    The inverse of `host_local_to_global` for arrays laid out like its result
+    (rows over the batch axes, other dims whole): the rows this process's devices
+    hold, in global order. A fully addressable array (every single-process one)
+    comes back whole.
+
+    Args:
+      x: a jax.Array (or NumPy array).
+    Returns:
+      NumPy array of the local rows (all rows when fully addressable).
+    Raises:
+      ValueError: a shard splits a dim other than the first.
+    """
+    if not isinstance(x, jax.Array) or x.is_fully_addressable:
+        return np.asarray(x)
+    blocks: dict[int, np.ndarray] = {}
+    for shard in x.addressable_shards:
+        rows, *rest = shard.index
+        whole = [
+            (d.start or 0, n if d.stop is None else d.stop) == (0, n)
+            for d, n in zip(rest, x.shape[1:], strict=True)
+        ]
+        if not all(whole):
+            raise ValueError(
+                f"host_rows: shard {shard.index} of shape {x.shape} splits a non-row dim"
+            )
+        blocks.setdefault(rows.start or 0, np.asarray(shard.data))  # replicas: keep one
+    return np.concatenate([blocks[k] for k in sorted(blocks)])
+
+
+def _allgather(values) -> np.ndarray:
+    """[process_count, ...]: every process's `values` (a small host array)."""
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(np.asarray(values)))
+
+
+def sum_over_processes(values) -> np.ndarray:
+    """The elementwise sum of a small host array over processes (a collective).
+
+    Args:
+      values: NumPy array (same shape and dtype on every process).
+    Returns:
+      The sum (`values` itself, as an array, in a single-process run).
+    """
+    values = np.asarray(values)
+    return values if jax.process_count() == 1 else _allgather(values).sum(0)
+
+
+def max_over_processes(values) -> np.ndarray:
+    """The elementwise maximum of a small host array over processes (a collective).
+
+    Shapes that must agree (rows to pad to, a sequence bucket) take the largest
+    value any process needs.
+
+    Args:
+      values: NumPy array (same shape and dtype on every process).
+    Returns:
+      The maximum (`values` itself, as an array, in a single-process run).
+    """
+    values = np.asarray(values)
+    return values if jax.process_count() == 1 else _allgather(values).max(0)
+
+
+def check_rows_split(mesh: jax.sharding.Mesh, what: str = "config.mesh.shape") -> None:
+    """Raises unless batch rows over `mesh` give each process its own equal block.
+
+    Feeding host-local rows (`host_local_to_global`) needs every process's devices
+    to hold a distinct 1/process_count of the rows: the batch axes (data, fsdp)
+    must split at least as many ways as there are processes, along process lines.
+
+    Args:
+      mesh: the device mesh.
+      what: the config field named in the error.
+    """
+    from rlvr_jax import sharding as sharding_lib  # lazy: it imports flax
+
+    n = jax.process_count()
+    rows = n * sharding_lib.batch_shards(mesh)
+    index = sharding_lib.batch_sharding(mesh).devices_indices_map((rows,))
+    owners: dict[tuple, set[int]] = {}
+    for device, (s,) in index.items():
+        owners.setdefault((s.start or 0, s.stop or rows), set()).add(device.process_index)
+    per_process = [sum(hi - lo for (lo, hi), p in owners.items() if i in p) for i in range(n)]
+    if any(len(p) > 1 for p in owners.values()) or len(set(per_process)) > 1:
+        raise ValueError(
+            f"{what} = {tuple(mesh.devices.shape)}: batch rows over (data, fsdp) do not give "
+            f"each of the {n} processes its own block of rows (rows per process: "
+            f"{per_process}); put at least {n} ways of data x fsdp across hosts"
+        )

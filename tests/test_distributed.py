@@ -63,6 +63,18 @@ def test_single_process_helpers():
     distributed.sync("noop")  # returns at once with one process
 
 
+def test_single_process_reductions_and_rows_are_the_identity():
+    v = np.array([3, -1])
+    np.testing.assert_array_equal(distributed.max_over_processes(v), v)
+    np.testing.assert_array_equal(distributed.sum_over_processes(v), v)
+    mesh = sharding.make_mesh((2, 2, 2))
+    distributed.check_rows_split(mesh)  # one process holds every row
+    x = np.arange(12.0).reshape(4, 3)
+    np.testing.assert_array_equal(
+        distributed.host_rows(jax.device_put(x, sharding.batch_sharding(mesh))), x
+    )
+
+
 def test_host_local_to_global_is_the_batch_sharded_over_the_mesh():
     mesh = sharding.make_mesh((2, 2, 2))
     rng = np.random.default_rng(0)
@@ -107,6 +119,18 @@ _WORKER = textwrap.dedent(
     np.testing.assert_array_equal(whole, want)
     np.testing.assert_allclose(float(total), (want * want).sum(), rtol=1e-6)
     assert distributed.agree(pid == 1) is True and distributed.agree(False) is False
+    # Back to this process's rows; with a jitted op in between, rows stay with their host.
+    np.testing.assert_array_equal(distributed.host_rows(x), local)
+    y = jax.jit(lambda a: a * 2, out_shardings=sharding.batch_sharding(mesh))(x)
+    np.testing.assert_array_equal(distributed.host_rows(y), 2 * local)
+    np.testing.assert_array_equal(distributed.max_over_processes(np.array([pid, -pid])), [1, 0])
+    np.testing.assert_array_equal(distributed.sum_over_processes(np.array([pid + 1.0])), [3.0])
+    distributed.check_rows_split(mesh)
+    try:
+        distributed.check_rows_split(sharding.make_mesh((1, 1, -1)))  # rows not split at all
+        raise AssertionError("no error")
+    except ValueError as e:
+        assert "config.mesh.shape = (1, 1, 4)" in str(e), e
     distributed.sync("done")
     print("OK", pid, distributed.iterator_state_name())
     """

@@ -97,17 +97,27 @@ class Groups:
             problems=problems,
         )
 
-    def trim(self, multiple: int = 16) -> Groups:
+    def used_span(self) -> tuple[int, int] | None:
+        """(first, last + 1) of the columns some row uses; None when no row uses any."""
+        used = np.flatnonzero(self.attention_mask.any(0))
+        return None if used.size == 0 else (int(used[0]), int(used[-1]) + 1)
+
+    def trim(self, multiple: int = 16, span: tuple[int, int] | None = None) -> Groups:
         """Drops the columns that are padding in every row, keeping a multiple of `multiple`.
 
         The sampler's rows are [context bucket | generation budget]; most rows stop
         well before the budget, so training on the trimmed width saves compute.
         Rounding the width up keeps the number of distinct (compiled) shapes small.
+
+        Args:
+          multiple: the kept width is rounded up to a multiple of this.
+          span: the (lo, hi) columns to keep (default `used_span()`); a wider span
+            than this batch's own lets several batches agree on one shape.
         """
-        used = np.flatnonzero(self.attention_mask.any(0))
-        if used.size == 0:
+        span = self.used_span() if span is None else span
+        if span is None:
             return self
-        lo, hi = int(used[0]), int(used[-1]) + 1
+        lo, hi = span
         width = -(-(hi - lo) // multiple) * multiple
         lo = hi - width
         out = self if lo >= 0 else self.pad_length(self.tokens.shape[1] - lo)

@@ -22,6 +22,29 @@ prompt iterator's position is checkpointed with the train state, so a resumed
 run repeats an uninterrupted one exactly. SIGTERM saves a checkpoint and stops;
 a non-finite loss stops the run before anything is saved (the last checkpoint
 stays the last good one).
+
+Multi-process runs (one process per host, `rlvr_jax.distributed`; our design):
+every process reads its own shard of the prompts, `data.prompts_per_step / P`
+prompts per step for P processes, and samples, verifies and builds its own rows.
+Every jitted program (sampler, scorers, update) runs once over all hosts' rows:
+host rows become global arrays with `distributed.host_local_to_global` (global
+batch = every process's rows, concatenated), and the host reads back only its
+own rows (`distributed.host_rows`). All processes agree on the shapes they feed
+(row count and context bucket in the sampler, the trimmed width here) by taking
+the largest. Groups never cross processes, so rewards, signals and advantages
+are computed on each host's rows; an estimator or transform that normalises over
+the whole batch (e.g. REINFORCE++ whitening) therefore normalises over the
+host's rows, not the global batch. An update's minibatch k is every process's
+k-th slice of its own shuffled rows, so with `train.num_minibatches` > 1 the
+minibatches differ from a one-process run's (a different random split);
+losses and other update metrics come from the global minibatch. Rollout and
+select statistics are summed over processes (means from global sums; counts add
+up); timings are process 0's. Evaluation runs on every process over the same
+problems (each host samples its own copy of the rows; process 0's are the rows a
+one-process run samples) and process 0 logs its result. Not yet multi-process:
+schedulers (`scheduled.SCHEDULED`) and dynamic sampling with several rounds
+(hosts would stop sampling at different rounds), which raise; score signals
+that call models other than through `Trainer.scorer` (e.g. a teacher's scorer).
 """
 
 from __future__ import annotations
@@ -63,6 +86,42 @@ def _chunked(fn, *args, rows: int, chunk: int):
     return np.concatenate([np.asarray(o) for o in outs])
 
 
+def _on_host_rows(fn, mesh):
+    """`fn(params, rest, tokens_BxT, mask_BxT)` taking and returning this process's rows.
+
+    The host rows become one global batch (every process's rows, concatenated);
+    the [B, T] result comes back as this process's rows, in NumPy.
+    """
+
+    def call(params, rest, tokens_BxT, mask_BxT):
+        rows = distributed.host_local_to_global((tokens_BxT, mask_BxT), mesh)
+        return distributed.host_rows(fn(params, rest, *rows))
+
+    return call
+
+
+def _check_processes(c: ml_collections.ConfigDict, mesh, scheduled_select: bool) -> None:
+    """Raises (naming the config field) for what a multi-process run cannot split."""
+    n = jax.process_count()
+    if n == 1:
+        return
+    distributed.check_rows_split(mesh)
+    d = c.data
+    if d.prompts_per_step % n or (d.prompts_per_step // n * d.group_size) % c.train.num_minibatches:
+        raise ValueError(
+            f"config.data.prompts_per_step = {d.prompts_per_step} over {n} processes: each "
+            f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
+            f"config.train.num_minibatches = {c.train.num_minibatches}"
+        )
+    # These stop sampling on host-local conditions, so hosts would sample different
+    # numbers of times; they need a cross-process agreement on when to stop.
+    if scheduled_select or (c.select.name == "dynamic_sampling" and c.select.max_rounds > 1):
+        raise NotImplementedError(
+            f"config.select.name = {c.select.name!r} (max_rounds = {c.select.max_rounds}) "
+            f"is not supported with {n} processes yet; use 'uniform' or max_rounds = 1"
+        )
+
+
 class Trainer:
     """One RL run: the models, the jitted programs and the host state between steps."""
 
@@ -72,6 +131,8 @@ class Trainer:
         self.io = RunIO(workdir, config)
         # Every model, state and jitted program below lives on this mesh (config.mesh).
         self.mesh, self.rules = build.build_mesh(c), c.mesh.rules
+        _check_processes(c, self.mesh, c.select.name in scheduled.SCHEDULED)
+        self.processes = jax.process_count()
         self.model, self.tokenizer = build.build_policy(c)
         nnx.update(self.model, sharding.shard_state(nnx.state(self.model), self.mesh, self.rules))
         self.task = build.build_task(c)
@@ -88,7 +149,7 @@ class Trainer:
         )
         self.prompts = prompt_batches(
             TaskSource(self.task, "train", size=c.task.train_size),
-            batch_size=c.data.prompts_per_step,
+            batch_size=c.data.prompts_per_step // self.processes,  # this process's share
             seed=c.seed,
             group_size=c.data.group_size,
         )
@@ -103,7 +164,7 @@ class Trainer:
         self.score_ctx = signals.ScoreContext(config=c, trainer=self)
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         mesh_kw = dict(mesh=self.mesh, rules=self.rules)
-        self.scorer = make_scorer(graphdef, **mesh_kw)
+        self.scorer = _on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
         # The reference policy for KL: the initial weights, frozen.
         uses_ref = c.loss.kl_coef > 0 or c.loss.kl_reward_coef > 0
         self.ref_params = jax.tree.map(jnp.copy, params) if uses_ref else None
@@ -123,7 +184,7 @@ class Trainer:
             )
             critic_opt = critic_optimizer.init(critic_params)
             self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
-            self.value_fn = make_value_fn(critic_graphdef, **mesh_kw)
+            self.value_fn = _on_host_rows(make_value_fn(critic_graphdef, **mesh_kw), self.mesh)
         rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
         constant = c.loss.constant or rows * c.rollout.max_new_tokens
         kw = dict(
@@ -174,7 +235,10 @@ class Trainer:
     def _batch(self, groups: Groups) -> dict[str, np.ndarray]:
         """Host arrays of the training batch: masks, log-probs, rewards, advantages."""
         c = self.c
-        g = groups.trim(_LENGTH_MULTIPLE)
+        # One width on every process: the update is one program over all hosts' rows.
+        span = groups.used_span() or (0, groups.tokens.shape[1])
+        lo, hi = distributed.max_over_processes(np.array([-span[0], span[1]]))
+        g = groups.trim(_LENGTH_MULTIPLE, span=(-int(lo), int(hi)))
         mask = g.response_mask & g.valid[:, None]
         if c.reward.mask_truncated:
             mask &= g.stopped[:, None]
@@ -238,8 +302,9 @@ class Trainer:
         return b
 
     def _chunk(self) -> int:
+        """This process's rows per micro-batch (its share of `train.micro_batch_size`)."""
         rows = self.c.data.prompts_per_step * self.c.data.group_size // self.c.train.num_minibatches
-        return self.c.train.micro_batch_size or rows
+        return (self.c.train.micro_batch_size or rows) // self.processes
 
     def _optimize(self, b: dict[str, np.ndarray], step: int) -> dict[str, float]:
         """ppo_epochs × num_minibatches updates; returns the step's averaged metrics."""
@@ -248,6 +313,7 @@ class Trainer:
         per_mb = rows // c.train.num_minibatches
         micro = self._chunk()
         fields = [k for k in b if k.endswith(("_BxT", "_B"))]
+        mb_sharding = sharding.batch_sharding(self.mesh, batch_dim=1)
         update = self.update
         if self.update_critic_only is not None and step < c.critic.warmup_steps:
             update = self.update_critic_only
@@ -260,6 +326,8 @@ class Trainer:
                 idx = perm[k * per_mb : (k + 1) * per_mb]
                 shape = (per_mb // micro, micro)
                 mb = {f: b[f][idx].reshape(shape + b[f].shape[1:]) for f in fields}
+                # Global micro-batch i: every process's micro-batch i, concatenated.
+                mb = distributed.host_local_to_global(mb, self.mesh, mb_sharding)
                 self.state, metrics = update(self.state, self.rest, self.critic_rest, mb)
                 for key, v in jax.device_get(metrics).items():
                     totals[key] = totals.get(key, 0.0) + float(v)
@@ -315,16 +383,17 @@ class Trainer:
                 if self.sched is None:
                     groups, stats = select.collect_groups(
                         self._draw(key),
-                        num_groups=c.data.prompts_per_step,
+                        num_groups=c.data.prompts_per_step // self.processes,
                         group_size=c.data.group_size,
                         mode=c.select.name,
                         max_rounds=c.select.max_rounds,
                     )
                 else:
                     groups, stats, self._step_fields = self.sched.step(key)
+                stats = _combine_select_stats(stats)
                 t1 = time.perf_counter()
                 batch = self._batch(groups)
-                if groups.valid.any():
+                if distributed.agree(groups.valid.any()):  # all hosts update, or none
                     stats.update(self._optimize(batch, step))
                 else:
                     log.warning("step %d: no informative group; no update", step)
@@ -332,7 +401,9 @@ class Trainer:
                 step += 1
                 t2 = time.perf_counter()
                 stats.update(_rollout_stats(groups, self.sampling.max_new_tokens))
-                tokens = float(groups.attention_mask[groups.valid].sum())
+                tokens = float(
+                    distributed.sum_over_processes(groups.attention_mask[groups.valid].sum())
+                )
                 stats.update(
                     rollout_seconds=t1 - t0,
                     update_seconds=t2 - t1,
@@ -362,15 +433,45 @@ class Trainer:
         return final
 
 
+def _combine_select_stats(stats: dict[str, float]) -> dict[str, float]:
+    """The select stage's statistics over every process's groups.
+
+    Counts add up; the rest (reward, pass_rate, zero_variance_groups, rounds) are
+    means over equally many rows per process (each samples its equal share of
+    prompts), so their mean over processes is the global mean.
+    """
+    if jax.process_count() == 1:
+        return stats
+    keys = sorted(stats)
+    total = distributed.sum_over_processes(np.array([stats[k] for k in keys], np.float64))
+    n = jax.process_count()
+    return {
+        k: float(v if k in ("sampled_groups", "kept_groups") else v / n)
+        for k, v in zip(keys, total, strict=True)
+    }
+
+
 def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
+    """Response length, truncation, entropy over the valid rows of every process."""
     valid = groups.valid
     lengths = groups.lengths[valid]
     ent = groups.entropy[valid][groups.response_mask[valid]]
+    local = [
+        lengths.size,
+        lengths.sum(),
+        (~groups.stopped[valid]).sum(),
+        (lengths >= max_new_tokens).sum(),
+        ent.size,
+        ent.sum(dtype=np.float64),
+    ]
+    rows, length, truncated, at_max, tokens, ent_sum = distributed.sum_over_processes(
+        np.array(local, np.float64)
+    )
     return {
-        "response_len": float(lengths.mean()) if lengths.size else 0.0,
-        "truncated_frac": float((~groups.stopped[valid]).mean()) if lengths.size else 0.0,
-        "entropy": float(ent.mean()) if ent.size else 0.0,
-        "max_len_frac": float((lengths >= max_new_tokens).mean()) if lengths.size else 0.0,
+        "response_len": float(length / rows) if rows else 0.0,
+        "truncated_frac": float(truncated / rows) if rows else 0.0,
+        "entropy": float(ent_sum / tokens) if tokens else 0.0,
+        "max_len_frac": float(at_max / rows) if rows else 0.0,
     }
 
 

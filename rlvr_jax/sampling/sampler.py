@@ -16,11 +16,19 @@ Temperature, top-k, top-p and stop tokens are data and never recompile.
 
 Sharding (`mesh=`, see rlvr_jax.sharding): rows and the KV cache split over (data, fsdp), kv
 heads over `tensor` when it divides them; weights keep their shardings (`init_sharded`).
+
+Multi-process (`rlvr_jax.distributed`): every process calls `sample` at the same
+point with its own prompts; one program runs over all hosts' rows (each
+process's rows, concatenated), every process padding to the largest row count
+and context bucket any process needs, and each gets back its own rows. The key
+is shared, so a row's draws depend on its global position only. Without `mesh=`
+a multi-process sampler runs on the mesh of the model's weights.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 
@@ -29,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr_jax import sharding
+from rlvr_jax import distributed, sharding
 from rlvr_jax.models.transformer import HiddenPerturbation, KVCache, Transformer
 from rlvr_jax.sampling.step import sample_step
 
@@ -104,6 +112,16 @@ class Rollout:
         return self.tokens[b][self.response_mask[b]].tolist()
 
 
+def _weights_mesh(model) -> jax.sharding.Mesh:
+    """The mesh the model's weights live on (a multi-process sampler must run on it)."""
+    for leaf in jax.tree.leaves(nnx.state(model)):
+        if isinstance(getattr(leaf, "sharding", None), jax.sharding.NamedSharding):
+            return leaf.sharding.mesh
+    raise ValueError(
+        "a multi-process Sampler needs mesh= or a model whose weights are sharded on a mesh"
+    )
+
+
 def _bucket(length: int, minimum: int = 16) -> int:
     """Next power of two (>= minimum): few distinct shapes, so few compiles."""
     return max(minimum, 1 << max(0, (length - 1)).bit_length())
@@ -144,6 +162,8 @@ class Sampler:
         """
         if batch_multiple < 1:
             raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
+        if mesh is None and jax.process_count() > 1:
+            mesh = _weights_mesh(model)
         if mesh is not None:
             batch_multiple = math.lcm(batch_multiple, sharding.batch_shards(mesh))
         self.batch_multiple = batch_multiple
@@ -155,6 +175,8 @@ class Sampler:
         self._generate = jax.jit(
             sharding.with_rules(_generate, mesh, rules),
             static_argnames=("graphdef", "max_new_tokens", "noise_layer"),
+            # Outputs split like the inputs' rows: each process reads back its own rows.
+            out_shardings=None if mesh is None else sharding.batch_sharding(mesh),
         )
 
     # ------------------------------------------------------------------ public
@@ -277,6 +299,8 @@ class Sampler:
         bsz = len(contexts)
         rows = -(-bsz // self.batch_multiple) * self.batch_multiple  # idle rows at the end
         p = min(_bucket(longest), self.max_length - n_new)
+        # Multi-process: one program over every host's rows, so all take the largest shape.
+        rows, p = (int(v) for v in distributed.max_over_processes(np.array([rows, p])))
         ctx = np.full((rows, p), self.pad_id, np.int32)
         role = np.full((rows, p), -1, np.int8)  # -1 pad, 0 prompt, 1 forced, 2 sampled
         ctx_f = np.zeros((3, rows, p), np.float32)
@@ -296,9 +320,17 @@ class Sampler:
         done0 = np.ones((rows,), bool)
         done0[:bsz] = False if active is None else ~np.asarray(active, bool)
         graphdef, current = nnx.split(self.model)
-        # Per-row inputs: split over the batch axes when sampling on a mesh.
-        rows_in = sharding.batch_sharding(self.mesh) if self.mesh is not None else None
-        put = jnp.asarray if rows_in is None else (lambda x: jax.device_put(x, rows_in))
+        # Per-row inputs: split over the batch axes when sampling on a mesh; in a
+        # multi-process run each process's rows, concatenated over processes.
+        if self.mesh is None:
+            put, put_whole, fetch = jnp.asarray, jnp.asarray, np.asarray
+        else:
+            whole = sharding.replicated(self.mesh)
+            put = functools.partial(distributed.host_local_to_global, mesh=self.mesh)
+            put_whole = functools.partial(jax.device_put, device=whole)
+            fetch = distributed.host_rows
+            if jax.process_count() > 1:  # a key made on one device: the same on every host
+                key = put_whole(np.asarray(key))
         gen = self._generate(
             current if state is None else state,
             put(ctx),
@@ -307,15 +339,15 @@ class Sampler:
             put(np.full((rows,), params.temperature, np.float32)),
             put(np.full((rows,), params.top_k, np.int32)),
             put(np.full((rows,), params.top_p, np.float32)),
-            jnp.asarray(stop),
+            put_whole(stop),
             put(sigma),
             put(done0),
-            jnp.int32(self.pad_id),
+            put_whole(np.int32(self.pad_id)),
             graphdef=graphdef,
             max_new_tokens=n_new,
             noise_layer=params.prompt_noise_layer if use_noise else None,
         )
-        tok, valid, lp, slp, ent, stopped = (np.asarray(x)[:bsz] for x in jax.device_get(gen))
+        tok, valid, lp, slp, ent, stopped = (fetch(x)[:bsz] for x in gen)
         ctx, role, ctx_f, done0 = ctx[:bsz], role[:bsz], ctx_f[:, :bsz], done0[:bsz]
         sampled = role == 2
         return Rollout(

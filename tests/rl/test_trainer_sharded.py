@@ -70,8 +70,15 @@ def test_two_steps_on_mesh_222_equal_one_device(runs):
     assert sharded_result.keys() == one_result.keys()
     for k in one_result:
         np.testing.assert_allclose(sharded_result[k], one_result[k], rtol=1e-5, err_msg=k)
+    # Weights: Adam moves a weight by ~lr whatever its gradient's size, so where a gradient
+    # is ~0, f32 reduction-order noise between the meshes can move it by up to ~lr per
+    # step (seen: 4.2e-6 at lr 1e-4); that noise is far below lr elsewhere.
+    lr = one.c.optimizer.lr
     for a, b in zip(jax.tree.leaves(one.state), jax.tree.leaves(sharded.state), strict=True):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+        a, b = np.asarray(a), np.asarray(b)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=0.1 * lr)
+        if a.size > 1 and np.issubdtype(a.dtype, np.floating):  # and only in rare entries
+            assert np.mean(~np.isclose(b, a, rtol=1e-5, atol=1e-6)) < 1e-3
 
 
 @pytest.mark.slow
