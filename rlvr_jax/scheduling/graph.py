@@ -25,6 +25,44 @@ import numpy as np
 from jax.scipy.special import betaln, digamma
 
 
+def nearest_neighbours(emb_NxE: np.ndarray, k: int, chunk: int = 1024) -> np.ndarray:
+    """[N, k] int32: each row's k most cosine-similar other rows, most similar first.
+
+    Ties are broken by the lower index (the order of a stable sort on −cos).
+    Memory is O(chunk · N) and time O(N² · E) for the similarities plus O(N²)
+    selection: a partition finds each row's k-th largest similarity, and only
+    the entries at or above it are sorted (a row with ties at the boundary is
+    sorted in full).
+
+    Args:
+      emb_NxE: embeddings (any float dtype).
+      k: neighbours per row, 1 <= k < N.
+      chunk: rows of the similarity matrix computed at a time.
+    """
+    n = emb_NxE.shape[0]
+    if not 0 < k < n:
+        raise ValueError(f"nearest_neighbours: k must be in [1, {n - 1}], got {k}")
+    x = np.asarray(emb_NxE, np.float32)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    out = np.empty((n, k), np.int32)
+    for lo in range(0, n, chunk):
+        sim = x[lo : lo + chunk] @ x.T
+        rows = np.arange(sim.shape[0])
+        sim[rows, rows + lo] = -np.inf  # never one's own neighbour
+        kth = -np.partition(-sim, k - 1, axis=1)[:, k - 1 : k]
+        above = sim >= kth
+        exact = above.sum(1) == k
+        if exact.any():
+            r, c = np.nonzero(above[exact])
+            cand = c.reshape(-1, k)  # ascending index within each row
+            s = sim[exact][r, c].reshape(-1, k)
+            order = np.argsort(-s, axis=1, kind="stable")  # ties keep the lower index
+            out[lo + rows[exact]] = np.take_along_axis(cand, order, 1)
+        for i in rows[~exact]:  # ties at the boundary: the full stable sort
+            out[lo + i] = np.argsort(-sim[i], kind="stable")[:k]
+    return out
+
+
 def knn_graph(emb_NxE: np.ndarray, k: int, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
     """Symmetric kNN graph by cosine similarity, as padded neighbour lists.
 
@@ -41,13 +79,8 @@ def knn_graph(emb_NxE: np.ndarray, k: int, chunk: int = 1024) -> tuple[np.ndarra
     if not 0 < k < n:
         raise ValueError(f"knn_graph: k must be in [1, {n - 1}], got {k}")
     x = emb_NxE / np.maximum(np.linalg.norm(emb_NxE, axis=1, keepdims=True), 1e-12)
-    cols = []
-    for lo in range(0, n, chunk):
-        sim = x[lo : lo + chunk] @ x.T
-        sim[np.arange(sim.shape[0]), np.arange(lo, lo + sim.shape[0])] = -np.inf
-        cols.append(np.argpartition(-sim, k - 1, axis=1)[:, :k])
     src = np.repeat(np.arange(n), k)
-    dst = np.concatenate(cols).ravel()
+    dst = nearest_neighbours(emb_NxE, k, chunk).ravel()
     pairs = np.unique(np.concatenate([src * n + dst, dst * n + src]))
     src, dst = pairs // n, pairs % n
     weight = np.maximum(np.einsum("ij,ij->i", x[src], x[dst]), 0.0)

@@ -23,17 +23,12 @@ import dataclasses
 import numpy as np
 
 from rlvr_jax.scheduling.common import SchedulerBase, empty_plan
+from rlvr_jax.scheduling.graph import nearest_neighbours
 
 
 def knn(emb_NxE: np.ndarray, k: int, chunk: int = 1024) -> np.ndarray:
-    """[N, k] indices of each prompt's k most cosine-similar other prompts."""
-    x = emb_NxE / np.maximum(np.linalg.norm(emb_NxE, axis=1, keepdims=True), 1e-12)
-    out = []
-    for lo in range(0, len(x), chunk):
-        sim = x[lo : lo + chunk] @ x.T
-        sim[np.arange(len(sim)), np.arange(lo, lo + len(sim))] = -np.inf
-        out.append(np.argsort(-sim, axis=1, kind="stable")[:, :k])
-    return np.concatenate(out).astype(np.int32)
+    """[N, k] indices of each prompt's k most cosine-similar other prompts (most similar first)."""
+    return nearest_neighbours(emb_NxE, k, chunk)
 
 
 def portfolio_split(slots: int, ratio_exploit, ratio_explore, n_exploit, n_explore, min_frac):

@@ -1,6 +1,7 @@
 """Graph difficulty: kNN graph structure, ELBO monotonicity of the mean-field updates."""
 
 import numpy as np
+import pytest
 
 from rlvr_jax.scheduling import graph
 from rlvr_jax.scheduling.base import Pool
@@ -65,3 +66,20 @@ def test_graph_estimator_shares_difficulty_with_neighbours():
     a, b, q = est_fn.mixture(est)
     mean = np.sum(q * a / (a + b), 1)
     assert mean[3:20].min() > 0.6 and mean[23:].max() < 0.4  # unseen prompts inherit
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1024])
+def test_nearest_neighbours_equal_a_full_stable_sort_with_ties(chunk):
+    rng = np.random.default_rng(3)
+    emb = rng.normal(size=(40, 5)).astype(np.float32)
+    emb[10] = emb[11] = emb[12] = emb[3]  # exact ties: lower index first
+    x = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    sim = x @ x.T
+    np.fill_diagonal(sim, -np.inf)
+    for k in (1, 3, 39):
+        want = np.argsort(-sim, axis=1, kind="stable")[:, :k]
+        got = graph.nearest_neighbours(emb, k, chunk=chunk)
+        assert got.dtype == np.int32 and got.shape == (40, k)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="k must be in"):
+        graph.nearest_neighbours(emb, 40)
