@@ -80,7 +80,8 @@ def knn_graph(emb_NxE: np.ndarray, k: int, chunk: int = 1024) -> tuple[np.ndarra
         raise ValueError(f"knn_graph: k must be in [1, {n - 1}], got {k}")
     x = emb_NxE / np.maximum(np.linalg.norm(emb_NxE, axis=1, keepdims=True), 1e-12)
     src = np.repeat(np.arange(n), k)
-    dst = nearest_neighbours(emb_NxE, k, chunk).ravel()
+    # int64: the pair codes below reach N² (> 2³¹ from N = 46,341 prompts on).
+    dst = nearest_neighbours(emb_NxE, k, chunk).ravel().astype(np.int64)
     pairs = np.unique(np.concatenate([src * n + dst, dst * n + src]))
     src, dst = pairs // n, pairs % n
     weight = np.maximum(np.einsum("ij,ij->i", x[src], x[dst]), 0.0)
