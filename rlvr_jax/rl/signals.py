@@ -162,3 +162,27 @@ def compute(ctx: ScoreContext, groups, batch: dict[str, Any]) -> dict[str, np.nd
         out.update(fields)
         view.update(fields)
     return out
+
+
+def map_row_chunks(fn, fixed: tuple, arrays: tuple, *, chunk: int) -> np.ndarray:
+    """`fn(*fixed, *(a[rows] for a in arrays))` over chunks of `chunk` rows, concatenated.
+
+    For score signals that run a jitted model over a batch of rows: the last
+    chunk is filled up with copies of row 0, so every call has one shape (one
+    compile per width), and the filler rows are cut from the result.
+
+    Args:
+      fn: called with the fixed arguments, then one row chunk of each array.
+      fixed: leading arguments passed unchanged (e.g. params, rest).
+      arrays: arrays with the same leading (row) dimension R.
+      chunk: rows per call.
+    Returns:
+      NumPy array: the calls' results concatenated along rows, R rows.
+    """
+    rows = len(arrays[0])
+    outs = []
+    for i in range(0, rows, chunk):
+        idx = np.arange(i, i + chunk)
+        idx = np.where(idx < rows, idx, 0)
+        outs.append(np.asarray(fn(*fixed, *(a[idx] for a in arrays))))
+    return np.concatenate(outs)[:rows]

@@ -356,3 +356,17 @@ def test_trainer_pulse_with_a_model_signal(transform, signal, tmp_path, monkeypa
         init = types.SimpleNamespace(model=init_model(tr.model.config, seed=c.seed))
         init.tokenizer = tr.tokenizer
         np.testing.assert_allclose(out[field], _direct(init, texts, g, b), atol=2e-5)
+
+
+def test_map_row_chunks_pads_the_last_chunk_with_row_0_and_cuts_it():
+    a = np.arange(10, dtype=np.float32).reshape(5, 2)
+    b = np.array([1, 2, 3, 4, 5], np.float32)
+    shapes = []
+
+    def fn(scale, a_Rx2, b_R):
+        shapes.append((a_Rx2.shape, b_R.shape))
+        return scale * a_Rx2.sum(1) + b_R
+
+    got = signals.map_row_chunks(fn, (10.0,), (a, b), chunk=2)
+    np.testing.assert_array_equal(got, 10.0 * a.sum(1) + b)
+    assert shapes == [((2, 2), (2,))] * 3  # 2 + 2 + (1 row + 1 copy of row 0)

@@ -273,16 +273,6 @@ def _signature_fn(ctx, variant: str, chunk: int):
     return ctx.cache[key]
 
 
-def _signatures(fn, params, rest, tokens, attn, mask, *, rows_per_call: int):
-    """fn over row chunks; the last chunk is filled with copies of row 0 (one shape per width)."""
-    rows, outs = len(tokens), []
-    for i in range(0, rows, rows_per_call):
-        idx = np.arange(i, i + rows_per_call)
-        idx = np.where(idx < rows, idx, 0)
-        outs.append(np.asarray(fn(params, rest, tokens[idx], attn[idx], mask[idx])))
-    return np.concatenate(outs)[:rows]
-
-
 @signals.register("gar", provides=("rewards_B",), variant="grad_hidden", beta=0.5, chunk=1024)
 def gar_signal(ctx, groups, batch, *, variant, beta, chunk):
     """GAR rewards: passing rollouts get β·max(0, a_i − mean a) added; others keep their reward.
@@ -306,11 +296,10 @@ def gar_signal(ctx, groups, batch, *, variant, beta, chunk):
     params, rest, rows = t.state.params, t.rest, t._chunk()
     pad_id = t.tokenizer.pad_id if t.tokenizer.pad_id is not None else 0
     resp = groups.response_mask & groups.attention_mask
-    sig_BxD = _signatures(
-        fn, params, rest, groups.tokens, groups.attention_mask, resp, rows_per_call=rows
-    )
+    rows_in = (groups.tokens, groups.attention_mask, resp)
+    sig_BxD = signals.map_row_chunks(fn, (params, rest), rows_in, chunk=rows)
     a_tok, a_attn, a_mask, has_P = anchor_rows(t.tokenizer, groups.problems, pad_id=pad_id)
-    anchor_PxD = _signatures(fn, params, rest, a_tok, a_attn, a_mask, rows_per_call=rows)
+    anchor_PxD = signals.map_row_chunks(fn, (params, rest), (a_tok, a_attn, a_mask), chunk=rows)
     gar_B, _ = gar_rewards_from_signatures(
         sig_BxD,
         anchor_PxD[:, None],

@@ -117,13 +117,10 @@ def score_rows(scorer, params, rest, tokens_RxN, attention_mask_RxN, *, chunk: i
 
     The last chunk is filled up with copies of row 0 so every call has one shape.
     """
-    rows = len(tokens_RxN)
-    outs = []
-    for i in range(0, rows, chunk):
-        idx = np.arange(i, i + chunk)
-        idx = np.where(idx < rows, idx, 0)
-        outs.append(np.asarray(scorer(params, rest, tokens_RxN[idx], attention_mask_RxN[idx])))
-    return np.concatenate(outs)[:rows].astype(np.float32)
+    out = signals.map_row_chunks(
+        scorer, (params, rest), (tokens_RxN, attention_mask_RxN), chunk=chunk
+    )
+    return out.astype(np.float32)
 
 
 # --------------------------------------------------------------------- context views
