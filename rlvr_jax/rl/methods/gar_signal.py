@@ -274,6 +274,17 @@ def gar_signal(
     Returns:
       {"rewards_B": float32 [R], "old_logps_BxT": float32 [R, T]}.
     """
+    for field, value, valid in (
+        ("variant", variant, gar_lib.VARIANTS),
+        ("aux_combine", aux_combine, gar_lib.AUX_COMBINES),
+    ):
+        if value not in valid:
+            raise ValueError(f"config.score.gar.{field} = {value!r}; valid: {', '.join(valid)}")
+    if min_group < 1 or aux_anchors < 0:
+        raise ValueError(
+            f"config.score.gar: min_group = {min_group} must be >= 1 and aux_anchors = "
+            f"{aux_anchors} >= 0"
+        )
     t = ctx.trainer
     fn = _signature_fn(ctx, variant, chunk, with_logps=True)
     fixed, rows = (t.state.params, t.rest), t._chunk()
