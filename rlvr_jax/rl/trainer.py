@@ -68,8 +68,8 @@ from rlvr_jax.rl import build, credit, scheduled, select, signals
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.rollout import Groups, sample_groups
-from rlvr_jax.rl.run_io import RunIO
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
+from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.train.evaluate import evaluate_task
 
