@@ -238,6 +238,31 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
     return c
 
 
+def split_arm(variant: str, arms) -> tuple[str, str]:
+    """Splits an experiment's `file.py:variant` into (arm, base variant).
+
+    An experiment with several arms of one comparison (e.g. CPO's correct-only /
+    wrong-only / balanced) names them; its variant is an arm, a base variant of
+    `apply_variant`, or both, comma-separated ("wrong_only,pulse").
+
+    Args:
+      variant: the variant string.
+      arms: the experiment's arm names (the first is the default arm).
+    Returns:
+      (arm, base variant for `apply_variant`).
+    """
+    arms = list(arms)
+    parts = [p.strip() for p in variant.split(",") if p.strip()]
+    chosen = [p for p in parts if p in arms]
+    base = [p for p in parts if p not in arms]
+    if len(chosen) > 1 or len(base) > 1:
+        raise ValueError(
+            f"variant {variant!r}: at most one arm ({', '.join(arms)}) and one base "
+            f"variant ({', '.join(VARIANTS)})"
+        )
+    return (chosen or arms[:1])[0], (base or [""])[0]
+
+
 # The privileged view of the self-teacher: the policy shown the reference solution.
 SOLUTION_VIEW = "{prompt}\nReference solution:\n{solution}"
 
