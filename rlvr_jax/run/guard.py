@@ -112,6 +112,7 @@ def resume_hint(last_good: int | None) -> str:
             "(change hyperparameters freely, or use a new --workdir)."
         )
     return (
-        f"The last good checkpoint is step {last_good}: rerun to resume from it, e.g. with "
-        "a lower learning rate: --config.optimizer.lr=... --allow_config_change=optimizer.lr"
+        f"The last good checkpoint (step {last_good}) is intact: rerun to resume from it, "
+        "e.g. with a lower learning rate: --config.optimizer.lr=... "
+        "--allow_config_change=optimizer.lr"
     )

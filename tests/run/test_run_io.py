@@ -236,7 +236,9 @@ def test_guard_stops_on_non_finite_or_exploded_state(tmp_path, w, grad_norm, mes
     state = State(params=_state(w))
     with pytest.raises(Diverged, match=rf"step 4 \(update 1.*{re.escape(message)}"):
         io.check_update(state, {"grad_norm": grad_norm}, step=4, update=1)
-    with pytest.raises(Diverged, match="last good checkpoint is step 3.*allow_config_change"):
+    with pytest.raises(
+        Diverged, match=r"last good checkpoint \(step 3\) is intact.*allow_config_change"
+    ):
         io.check_update(state, {"grad_norm": grad_norm}, step=4, update=1)
     io.check_update(State(params=_state(1.0)), {"grad_norm": 3.0}, step=4)  # sane: no error
     io.close()
