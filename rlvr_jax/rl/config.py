@@ -120,9 +120,12 @@ def default_config() -> ml_collections.ConfigDict:
     for name in objectives.POLICY_LOSSES.names():
         c.loss[name] = ml_collections.ConfigDict(dict(objectives.POLICY_LOSSES.get(name).defaults))
     c.loss.aggregation = "seq-mean-token-mean"  # one of AGGREGATION_MODES
-    c.loss.constant = 0.0  # denominator for aggregation "constant" (0: B_minibatch × L_max)
+    # Aggregation "constant" divides by this × the minibatch's rows with a loss token
+    # (Dr.GRPO's L_max; 0: rollout.max_new_tokens). Padding rows count in no denominator.
+    c.loss.constant = 0.0
     c.loss.kl_coef = 0.0  # β of the KL-to-reference loss term (0 = no reference model)
     c.loss.kl_kind = "k3"  # estimator of the KL loss term
+    c.loss.kl_clamp = 10.0  # cap on each token's k3 value (verl's low_var_kl: 10; 0 = none)
     c.loss.kl_reward_coef = 0.0  # β of a KL penalty subtracted from rewards (k1)
     c.loss.entropy_coef = 0.0  # entropy bonus coefficient
     c.loss.tis_cap = 0.0  # truncated importance weight cap C for sampler/trainer mismatch (0 = off)
@@ -240,6 +243,31 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
     c.eval.n_samples = 2
     c.checkpoint.every = 1
     return c
+
+
+def split_arm(variant: str, arms) -> tuple[str, str]:
+    """Splits an experiment's `file.py:variant` into (arm, base variant).
+
+    An experiment with several arms of one comparison (e.g. CPO's correct-only /
+    wrong-only / balanced) names them; its variant is an arm, a base variant of
+    `apply_variant`, or both, comma-separated ("wrong_only,pulse").
+
+    Args:
+      variant: the variant string.
+      arms: the experiment's arm names (the first is the default arm).
+    Returns:
+      (arm, base variant for `apply_variant`).
+    """
+    arms = list(arms)
+    parts = [p.strip() for p in variant.split(",") if p.strip()]
+    chosen = [p for p in parts if p in arms]
+    base = [p for p in parts if p not in arms]
+    if len(chosen) > 1 or len(base) > 1:
+        raise ValueError(
+            f"variant {variant!r}: at most one arm ({', '.join(arms)}) and one base "
+            f"variant ({', '.join(VARIANTS)})"
+        )
+    return (chosen or arms[:1])[0], (base or [""])[0]
 
 
 # The privileged view of the self-teacher: the policy shown the reference solution.

@@ -188,8 +188,7 @@ class Trainer:
             critic_opt = critic_optimizer.init(critic_params)
             self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
             self.value_fn = _on_host_rows(make_value_fn(critic_graphdef, **mesh_kw), self.mesh)
-        rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
-        constant = c.loss.constant or rows * c.rollout.max_new_tokens
+        constant = c.loss.constant or c.rollout.max_new_tokens  # per non-empty row
         kw = dict(
             constant=constant,
             critic_graphdef=critic_graphdef,
