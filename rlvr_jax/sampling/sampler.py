@@ -1,6 +1,6 @@
 """Batched group sampler with a KV cache: prefill, then one jitted `lax.while_loop` decode.
 
-Layout of every returned batch (the trainer's layout, see DESIGN.md): row b is
+Layout of every returned batch (the trainer's layout, see docs/design.md): row b is
 `[left-padded context | generated region]` of length L = P + N, where P is the
 context length rounded up to a bucket and N = max_new_tokens. The context is
 the prompt, then (optionally) forced tokens: a given prefix (branching from a
