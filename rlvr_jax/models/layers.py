@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from rlvr_jax import sharding
 from rlvr_jax.models.attention import attention
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.sharding import constrain
@@ -76,11 +77,17 @@ class Linear(nnx.Module):
         return y
 
 
+def _tensor_parallel() -> bool:
+    active = sharding.active()
+    return active is not None and active[0].shape["tensor"] > 1
+
+
 def fused_linear(x, linears):
     """The outputs of several bias-sharing-free `Linear`s of one input, from one matmul.
 
     Their kernels are concatenated along the output dim (and biases, if any), so
     one [in, sum(out)] matmul replaces several narrow ones; LoRA is not handled.
+    Under tensor parallelism (kernels split on the output dim) they run apart.
 
     Args:
       x: [..., in] input.
@@ -88,6 +95,8 @@ def fused_linear(x, linears):
     Returns:
       A tuple of outputs, one per module, as `linear(x)` would give.
     """
+    if _tensor_parallel():  # kernels split on their output dim: concatenating would reshard
+        return tuple(m(x) for m in linears)
     dtype = linears[0].dtype
     kernel = jnp.concatenate([m.kernel[...].astype(dtype) for m in linears], axis=1)
     y = jnp.dot(x.astype(dtype), kernel)

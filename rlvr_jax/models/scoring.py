@@ -64,6 +64,7 @@ def token_logps(
     attention_mask_BxT,
     *,
     with_entropy=False,
+    return_hidden=False,
     vocab_chunk: int = vocab.DEFAULT_CHUNK,
 ):
     """Teacher-forced log-probs of `tokens_BxT` under `model` (see module docstring).
@@ -73,9 +74,13 @@ def token_logps(
       tokens_BxT: context and response tokens in one row (any padding).
       attention_mask_BxT: 1 at real tokens.
       with_entropy: also return per-position entropies.
+      return_hidden: also return hidden_BxTxD, aligned like the log-probs: entry t
+        is the final hidden state that predicts token t (entry 0 is zeros); with
+        `model.output_kernel()` it feeds `models.vocab` losses (reverse KL, top-k).
       vocab_chunk: vocabulary columns per chunk of the output projection.
     Returns:
-      logps_BxT (and entropy_BxT), float32.
+      logps_BxT (and entropy_BxT, hidden_BxTxD, in that order when asked), float32
+      log-probs and entropies, hidden in the model's compute dtype.
     """
     hidden = _hidden(model, tokens_BxT, attention_mask_BxT)
     lp, ent = vocab.token_logp_entropy(
@@ -83,7 +88,10 @@ def token_logps(
     )
     mask = _has_context(attention_mask_BxT)
     pad = lambda x: jnp.pad(jnp.where(mask, x, 0.0), ((0, 0), (1, 0)))  # noqa: E731
-    return (pad(lp), pad(ent)) if with_entropy else pad(lp)
+    out = (pad(lp), pad(ent)) if with_entropy else (pad(lp),)
+    if return_hidden:
+        out += (jnp.pad(hidden, ((0, 0), (1, 0), (0, 0))),)
+    return out if len(out) > 1 else out[0]
 
 
 def topk_logps(

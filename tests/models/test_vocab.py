@@ -139,6 +139,14 @@ def test_scoring_never_builds_full_vocabulary_logits():
     lp, ent = scoring.token_logps(model, tokens, mask, with_entropy=True, vocab_chunk=128)
     np.testing.assert_allclose(lp, ref_lp, atol=1e-5)
     np.testing.assert_allclose(ent, ref_ent, atol=1e-5)
+    lp2, hidden = scoring.token_logps(model, tokens, mask, return_hidden=True, vocab_chunk=128)
+    np.testing.assert_array_equal(lp2, lp)
+    # Entry t of the hidden states predicts token t: it reproduces that token's log-prob.
+    logits = hidden[:, 1:] @ model.output_kernel()
+    lp3 = jnp.take_along_axis(jax.nn.log_softmax(logits), tokens[:, 1:, None], -1)[..., 0]
+    real = np.asarray(lp[:, 1:]) != 0
+    np.testing.assert_allclose(np.asarray(lp3)[real], np.asarray(lp[:, 1:])[real], atol=1e-5)
+    assert np.all(np.asarray(hidden[:, 0]) == 0)
     from flax import nnx
 
     graphdef, params = nnx.split(model)
