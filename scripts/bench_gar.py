@@ -216,6 +216,7 @@ def _step_bench(a):
     rec, rows = {}, []
     originals = (select.collect_groups, signals.compute, trainer_lib.Trainer._batch)
     original_optimize = trainer_lib.Trainer._optimize
+    original_sync = trainer_lib.Trainer._sync_model
 
     def compute(ctx, groups, batch):
         rows.append((batch["tokens_BxT"], batch["attention_mask_BxT"]))
@@ -225,6 +226,7 @@ def _step_bench(a):
     signals.compute = _clock(rec, "gar", compute)
     trainer_lib.Trainer._batch = _clock(rec, "score_credit", originals[2])
     trainer_lib.Trainer._optimize = _clock(rec, "update", original_optimize)
+    trainer_lib.Trainer._sync_model = _clock(rec, "sync", original_sync)  # weights to the sampler
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     trainer = trainer_lib.Trainer(c, workdir)
@@ -234,6 +236,7 @@ def _step_bench(a):
         trainer.io.close()
         select.collect_groups, signals.compute, trainer_lib.Trainer._batch = originals
         trainer_lib.Trainer._optimize = original_optimize
+        trainer_lib.Trainer._sync_model = original_sync
     wall = time.perf_counter() - t0
     # The trainer's old-log-prob forward (loss.recompute_old_logps) on the same rows.
     for tokens, attn in rows:
@@ -250,8 +253,9 @@ def _step_bench(a):
         run()  # compile / warm
         _clock(rec, "forward", run)()
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    parts = ("rollout", "score_credit", "update", "gar", "forward")
+    parts = ("sync", "rollout", "score_credit", "update", "gar", "forward")
     n = len(rec["rollout"])
+    rec["sync"] = rec["sync"][:n]  # the closing evaluation syncs once more
     for k in ("wall", "cpu"):
         col = 0 if k == "wall" else 1
         # Medians over steps 2..N (step 1 compiles); a step = rollout + score/credit + update.
