@@ -56,9 +56,9 @@ def test_dpo_loss_and_gradient_match_numpy(loss_type, eps, p):
     np.testing.assert_allclose(np.asarray(grads[0]), wgc, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(np.asarray(grads[1]), wgr, rtol=1e-5, atol=1e-7)
     # No gradient reaches the reference.
-    g_ref = jax.grad(
-        lambda a: dpo.dpo_loss(c, r, a, rr, valid, beta=beta, loss_type=loss_type)[0]
-    )(rc)
+    g_ref = jax.grad(lambda a: dpo.dpo_loss(c, r, a, rr, valid, beta=beta, loss_type=loss_type)[0])(
+        rc
+    )
     assert not np.any(np.asarray(g_ref))
 
 
