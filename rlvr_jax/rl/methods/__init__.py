@@ -9,5 +9,6 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     distill,
     gradient_signals,
     model_signals,
+    mopd,
     task_signals,
 )
