@@ -21,7 +21,8 @@ Fields (`c.*`):
       RL trainer only (opd, rl, dpo); their in-run evaluations are the series.
     run: the kind's own config (`stages.KINDS[kind].defaults()`).
 String fields of a stage's run config may name another stage's export as
-"stage:<name>" (e.g. a teacher path), resolved by the pipeline.
+"stage:<name>" (e.g. a teacher path; "stage:base" is the base), resolved by
+the pipeline.
 """
 
 from __future__ import annotations
@@ -130,6 +131,30 @@ def stage_refs(value: str) -> list[str]:
     return re.findall(STAGE_REF_PREFIX + r"([A-Za-z0-9_]+)", value)
 
 
+def apply_pulse(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Shrinks a pipeline to a CI pulse (in place): a tiny random base, each stage's pulse.
+
+    Every stage gets its kind's pulse settings (RL kinds: `rl.config`'s "pulse"
+    variant, arithmetic prompts; a warm-start teacher becomes the policy under
+    the reference-solution context); the evaluation is 4 arithmetic problems x 4
+    samples. Set task fields after this call to keep other tasks.
+
+    Returns:
+      `c`, for chaining.
+    """
+    import json
+
+    from rlvr_jax.pipeline import stages
+
+    c.model.source = "random"
+    c.eval.tasks = json.dumps({"arithmetic": {"name": "arithmetic", "options": {}}})
+    c.eval.num_problems, c.eval.n_samples, c.eval.max_new_tokens = 4, 4, 16
+    for name in stage_names(c):
+        s = c.stages[name]
+        stages.kind(s.kind).pulse(s.run)
+    return c
+
+
 def validate(c: ml_collections.ConfigDict) -> None:
     """Checks the stage graph and each stage's fields; ValueError naming the field."""
     from rlvr_jax.pipeline import stages
@@ -156,7 +181,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
             raise ValueError(f"{where}.init = {s.init!r}; valid: '', {', '.join(earlier)}")
         for field, value in _string_leaves(s.run, f"{where}.run"):
             for ref in stage_refs(value):
-                if ref not in names[:i]:
+                if ref not in earlier:
                     raise ValueError(
                         f"{field} = {value!r} refers to stage {ref!r}; it must name an "
                         f"earlier stage ({', '.join(names[:i]) or 'none'})"

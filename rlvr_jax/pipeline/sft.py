@@ -108,6 +108,16 @@ def check(c, *, where: str, earlier) -> None:
         raise ValueError(f"{where}.train.lr = {c.train.lr}; must be > 0")
 
 
+def pulse(c) -> None:
+    """A seconds-long CI run: 2 steps on 16 arithmetic problems, a tiny evaluation."""
+    c.task.name, c.task.options = "arithmetic", ""
+    c.data.num_problems, c.data.max_new_tokens = 16, 16
+    c.data.filter_samples = c.data.teacher_samples = 2
+    c.train.steps, c.train.batch_size = 2, 4
+    c.eval.every, c.eval.num_problems, c.eval.n_samples = 0, 4, 2
+    c.checkpoint.every = 1
+
+
 def resolve(c, init_dir: str, base) -> None:
     """Empty task options get the base's warm-start ones; teacher domain "" = the base's."""
     from rlvr_jax.pipeline.stages import task_options

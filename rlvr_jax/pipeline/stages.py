@@ -74,6 +74,7 @@ class Kind:
         `where`.<field>.
       resolve: (run config copy, init_dir, base model fields) -> None: points the
         run at its start checkpoint (in place).
+      pulse: (run config) -> None: shrinks it to a seconds-long CI run (in place).
       switchable: whether `switch` applies (the kind evaluates in-run).
     """
 
@@ -81,6 +82,7 @@ class Kind:
     run: Callable[[StageContext], dict[str, Any]]
     check: Callable[..., None]
     resolve: Callable[..., None]
+    pulse: Callable[[ml_collections.ConfigDict], None]
     switchable: bool = False
 
 
@@ -170,6 +172,16 @@ def opd_defaults() -> ml_collections.ConfigDict:
     c.credit.opdvr.rl_coef = 0.0
     c.eval.split = "validation"
     return c
+
+
+def pulse_rl(run) -> None:
+    """The RL configs' "pulse" variant: a tiny batch, 2 steps, arithmetic prompts."""
+    from rlvr_jax.rl.config import SOLUTION_VIEW, apply_variant
+
+    apply_variant(run, "pulse")
+    run.eval.at_start = False
+    if run.score.teacher.source == "warm_start":  # a random base has no trained teacher
+        run.score.teacher.source, run.score.teacher.template = "hint", SOLUTION_VIEW
 
 
 def check_rl(run, *, where: str, earlier) -> None:
@@ -286,20 +298,32 @@ def run_merge(ctx: StageContext) -> dict[str, Any]:
     return {"method": c.method, "specialists": ",".join(specs), "lambdas": str(list(lambdas))}
 
 
-def _no_resolve(run, init_dir, base) -> None:
-    del run, init_dir, base
+def _nothing(*args) -> None:
+    del args
 
 
 def _kinds() -> dict[str, Kind]:
     from rlvr_jax.pipeline import dpo, sft
 
-    trainer = dict(run=run_trainer, check=check_rl, resolve=resolve_rl, switchable=True)
+    trainer = dict(
+        run=run_trainer, check=check_rl, resolve=resolve_rl, pulse=pulse_rl, switchable=True
+    )
     return {
         "rl": Kind(defaults=rl_defaults, **trainer),
         "opd": Kind(defaults=opd_defaults, **trainer),
         "dpo": Kind(defaults=dpo.dpo_config, **trainer),
-        "sft": Kind(defaults=sft.sft_config, run=sft.run_sft, check=sft.check, resolve=sft.resolve),
+        "sft": Kind(
+            defaults=sft.sft_config,
+            run=sft.run_sft,
+            check=sft.check,
+            resolve=sft.resolve,
+            pulse=sft.pulse,
+        ),
         "merge": Kind(
-            defaults=merge_defaults, run=run_merge, check=check_merge, resolve=_no_resolve
+            defaults=merge_defaults,
+            run=run_merge,
+            check=check_merge,
+            resolve=_nothing,
+            pulse=_nothing,
         ),
     }
