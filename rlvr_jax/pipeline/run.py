@@ -41,11 +41,18 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
 def _check_config(workdir: Path, c: ml_collections.ConfigDict) -> None:
     """Refuses a workdir holding another pipeline; fields a single run may change are free."""
     import re
 
-    from rlvr_jax.rl.run_io import RESUMABLE_PREFIXES, _flat
+    from rlvr_jax.run.run_io import RESUMABLE_PREFIXES
 
     current = json.loads(c.to_json())
     path = workdir / CONFIG_FILE

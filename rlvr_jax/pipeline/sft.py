@@ -263,7 +263,7 @@ def _evaluate(c, model, tokenizer, task) -> dict[str, float]:
 def run_sft(ctx: StageContext) -> dict[str, Any]:
     """Runs (or resumes) an SFT stage; returns its final evaluation and data counts."""
     from rlvr_jax.models import load_pretrained
-    from rlvr_jax.rl.run_io import RunIO
+    from rlvr_jax.run.run_io import RunIO
     from rlvr_jax.train.warmstart import load_model_tokenizer
 
     c = ctx.config

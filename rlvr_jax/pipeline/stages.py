@@ -132,7 +132,7 @@ class PlateauSwitch:
     patience: int
 
     def scores(self) -> list[float]:
-        from rlvr_jax.train.report import read_metrics
+        from rlvr_jax.run.report import read_metrics
 
         if not Path(self.metrics_path).is_file():
             return []
