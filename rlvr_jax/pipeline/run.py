@@ -196,3 +196,34 @@ def write_report(workdir: Path, c, done: dict, evals: dict) -> None:
             lines.append(report.read_text())
         lines.append(json.dumps(d["result"], sort_keys=True))
     _write_atomic(workdir / RESULTS_FILE, "\n".join(lines) + "\n")
+
+
+def evaluation_table(workdir, *, tasks: str = "", num_problems: int = 0, n_samples: int = 0) -> str:
+    """The models x tasks table of a pipeline workdir: the base and every finished stage.
+
+    Evaluations cached by the pipeline are reused; other settings (the
+    arguments, which override `config.eval`) evaluate again and replace them.
+
+    Args:
+      workdir: a pipeline's workdir (its config.json and stages/).
+      tasks: `config.eval.tasks`-style JSON ("" = the pipeline's).
+      num_problems, n_samples: 0 = the pipeline's.
+    Returns:
+      Markdown: pass@1 / pass@n per model and task, then per-domain rows for mixtures.
+    """
+    workdir = Path(workdir)
+    c = ml_collections.ConfigDict(json.loads((workdir / CONFIG_FILE).read_text()))
+    c.eval.tasks = tasks or c.eval.tasks
+    c.eval.num_problems = num_problems or c.eval.num_problems
+    c.eval.n_samples = n_samples or c.eval.n_samples
+    specs = evaluate.eval_tasks(c)
+    models = {"base": base_dir(c, workdir)}
+    for name in stage_names(c):
+        if (workdir / "stages" / name / DONE_FILE).is_file():
+            models[name] = str(workdir / "stages" / name / "export")
+    evals = {m: evaluate.cached_evaluation(workdir, m, d, specs, c.eval) for m, d in models.items()}
+    e = c.eval
+    head = f"{e.split} split, {e.num_problems} problems, n = {e.n_samples} at T = {e.temperature}"
+    text = f"Held-out pass@k (%), {head}:\n\n" + evaluate.results_table(evals, e.n_samples)
+    per_domain = evaluate.domain_table(evals)
+    return text + (f"\nPer domain (mixture tasks):\n\n{per_domain}" if per_domain else "")

@@ -21,7 +21,7 @@ import pytest
 from rlvr_jax.pipeline import sft as sft_lib
 from rlvr_jax.pipeline.config import is_pipeline, stage_names, validate
 from rlvr_jax.pipeline.merge import model_tensors
-from rlvr_jax.pipeline.run import run
+from rlvr_jax.pipeline.run import evaluation_table, run
 
 from ..rl.test_trainer import _parity_rewards
 
@@ -157,9 +157,10 @@ def test_fusion_pulse_merges_mixes_and_routes(tmp_path, monkeypatch):
     assert teachers["countdown"]["path"] == str(tmp_path / "stages" / "rl_countdown" / "export")
     mopd_train = _lines(tmp_path / "stages" / "mopd" / "metrics.jsonl", "train")
     assert len(mopd_train) == 2 and all(x["grad_norm"] > 0 for x in mopd_train)
-    table = (tmp_path / "results.md").read_text()
-    for model in ("base", *names):
-        assert f"| {model} |" in table
+    for table in ((tmp_path / "results.md").read_text(), evaluation_table(tmp_path)):
+        for model in ("base", *names):
+            assert f"| {model} |" in table
+        assert "| mix | countdown |" in table  # the per-domain rows of the mixture evals
 
 
 @pytest.mark.slow
