@@ -34,8 +34,6 @@ def _train_fields(run, scale: str, domain: str, steps: int) -> None:
     run.task.name = domain
     run.data.group_size = 8  # G
     run.train.steps = steps
-    run.eval.at_start = False  # the pipeline evaluates every export
-    run.eval.every = 0
     run.checkpoint.every = 4
     if scale == "cpu":
         run.data.prompts_per_step = 16

@@ -63,8 +63,6 @@ def _rl(c, name: str, kind: str, task: str, steps: int, n: dict):
     s.run.data.group_size = 8  # G
     s.run.task.train_size = 8192
     s.run.train.steps = steps
-    s.run.eval.at_start = False  # the pipeline evaluates every export
-    s.run.eval.every = 0
     s.run.eval.num_problems = n["problems"]
     s.run.checkpoint.every = 5
     return s

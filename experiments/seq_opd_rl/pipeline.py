@@ -63,8 +63,6 @@ def _rl(run, scale: str, steps: int, domain: str) -> None:
     run.data.group_size = 8  # G
     run.loss.name = "ppo_clip"  # ε = 0.2
     run.train.steps = steps
-    run.eval.at_start = False  # the pipeline evaluates every export
-    run.eval.every = 0
     run.checkpoint.every = 4
     if scale == "cpu":
         run.data.prompts_per_step = 16

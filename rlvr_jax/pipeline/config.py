@@ -193,6 +193,11 @@ def validate(c: ml_collections.ConfigDict) -> None:
                 f"{where}.switch.patience = {s.switch.patience}: kind {s.kind!r} has no "
                 "in-run evaluations to switch on (kinds that do: opd, rl, dpo)"
             )
+        if s.switch.patience and s.run.eval.every < 1:
+            raise ValueError(
+                f"{where}.switch.patience = {s.switch.patience} needs in-run evaluations: "
+                f"set {where}.run.eval.every > 0"
+            )
         kind.check(s.run, where=f"{where}.run", earlier=names[:i])
     if c.eval.n_samples < 1 or c.eval.num_problems < 1:
         raise ValueError(

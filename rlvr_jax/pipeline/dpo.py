@@ -32,7 +32,6 @@ from flax import nnx
 from rlvr_jax.core import dpo
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import build, signals
-from rlvr_jax.rl.config import default_config
 from rlvr_jax.rl.trainer import Trainer
 
 _LENGTH_MULTIPLE = 32  # rows trimmed to a multiple of this width: few compiles
@@ -40,7 +39,9 @@ _LENGTH_MULTIPLE = 32  # rows trimmed to a multiple of this width: few compiles
 
 def dpo_config() -> ml_collections.ConfigDict:
     """An RL config plus `dpo.*`; the RL credit/loss/critic fields are unused. Locked."""
-    c = default_config()
+    from rlvr_jax.pipeline.stages import rl_defaults
+
+    c = rl_defaults()
     with c.unlocked():
         c.dpo = ml_collections.ConfigDict()
         c.dpo.beta = 0.1  # β (the DPO paper's and TRL's default)

@@ -152,9 +152,17 @@ class PlateauSwitch:
 
 
 def rl_defaults() -> ml_collections.ConfigDict:
+    """The RL config defaults, without in-run evaluations: the pipeline evaluates each export.
+
+    (A stage with a switch needs them back: eval.every > 0, and eval.at_start for
+    the score before training.)
+    """
     from rlvr_jax.rl.config import default_config
 
-    return default_config()
+    c = default_config()
+    c.eval.at_start = False
+    c.eval.every = 0
+    return c
 
 
 def opd_defaults() -> ml_collections.ConfigDict:
@@ -162,7 +170,7 @@ def opd_defaults() -> ml_collections.ConfigDict:
 
     The teacher signal with the warm-start teacher of the base's domain; the
     advantage estimator's output is replaced (opdvr with gate "none", rl_coef 0).
-    Evaluations go to the validation split: they are the switch's series.
+    Its evaluations (when a switch asks for them) use the validation split.
     """
     c = rl_defaults()
     c.score.signals = "teacher"

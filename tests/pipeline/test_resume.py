@@ -1,4 +1,4 @@
-"""A pipeline killed (SIGKILL) in its second stage resumes that stage and ends as if never killed."""
+"""A pipeline killed (SIGKILL) in stage 2 resumes that stage and ends as if never killed."""
 
 import json
 import os

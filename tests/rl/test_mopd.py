@@ -102,4 +102,5 @@ def test_missing_teacher_or_domain_is_named(setup):
     with pytest.raises(ValueError, match="must be a JSON object"):
         mopd.parse_teachers("[]")
     spec = mopd.parse_teachers('{"countdown": {}}')
-    assert spec["countdown"] == dict(source="warm_start", domain="countdown", role="teacher", path="")
+    want = dict(source="warm_start", domain="countdown", role="teacher", path="")
+    assert spec["countdown"] == want
