@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = '''
+CONFIG = """
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 
 
@@ -23,7 +23,7 @@ def get_config(variant=""):
     c.stages.opd.run.train.steps = 4
     c.stages.opd.run.checkpoint.every = 1
     return c
-'''
+"""
 TIMING = ("time", "rollout_seconds", "update_seconds", "step_seconds", "tokens_per_s")
 
 
