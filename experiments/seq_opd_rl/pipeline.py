@@ -37,12 +37,14 @@ Runtime and result of the cpu arms: not measured yet.
 
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 
-ARMS = ("sequential", "joint_additive", "joint_rescale", "sft_rl", "opd", "rl")
+ARMS = ("sequential", "joint_additive", "joint_rescale", "sft_rl", "opd", "rl", "all")
+ALL = ("sequential", "joint_additive", "joint_rescale", "sft_rl", "rl")  # the arms of "all"
 SCALES = ("", "cpu", "pulse")
-# Steps per scale: the OPD stage's cap, the RL stage after OPD/SFT, the one-stage arms.
+# Steps per scale: the OPD stage's cap, the RL stage after OPD/SFT, the one-stage arms
+# (= the cap of OPD + RL: no arm trains more steps than another), SFT steps.
 STEPS = {
-    "": dict(opd=60, rl=40, joint=80, sft=200, eval_every=5),
-    "cpu": dict(opd=16, rl=12, joint=24, sft=60, eval_every=2),
+    "": dict(opd=40, rl=40, joint=80, sft=200, eval_every=5),
+    "cpu": dict(opd=16, rl=16, joint=32, sft=60, eval_every=2),
     "pulse": dict(opd=3, rl=2, joint=2, sft=2, eval_every=1),
 }
 
@@ -57,45 +59,37 @@ def _parse(variant: str) -> tuple[str, str]:
     return arm, scale
 
 
-def _rl(run, scale: str, steps: int, domain: str) -> None:
-    """Fields every RL-kind stage shares."""
-    run.task.name = domain
-    run.data.group_size = 8  # G
-    run.loss.name = "ppo_clip"  # ε = 0.2
-    run.train.steps = steps
-    run.checkpoint.every = 4
+def _rl(c, name: str, kind: str, scale: str, steps: int, *, init: str = ""):
+    """An RL-kind stage with the fields every arm shares."""
+    s = add_stage(c, name, kind, init=init)
+    s.run.task.name = c.model.domain
+    s.run.data.group_size = 8  # G
+    s.run.loss.name = "ppo_clip"  # ε = 0.2
+    s.run.train.steps = steps
+    s.run.checkpoint.every = 4
     if scale == "cpu":
-        run.data.prompts_per_step = 16
-        run.task.train_size = 4096
-        run.eval.num_problems = 64
-        run.eval.n_samples = 4
-
-
-def _opd(c, scale: str, steps: int, domain: str, *, switch: bool):
-    s = add_stage(c, "opd", "opd")  # credit: r_t = ℓ^T − ℓ^S alone (opdvr, gate "none")
-    _rl(s.run, scale, steps, domain)
-    if switch:
-        s.run.eval.split = "validation"  # the switch's series
-        s.run.eval.at_start = True
-        s.run.eval.every = STEPS[scale]["eval_every"]
-        s.switch.metric = "pass@1"
-        s.switch.delta = 0.01  # δ (ours)
-        s.switch.patience = 2  # k (ours)
+        s.run.data.prompts_per_step = 16
+        s.run.task.train_size = 4096
+        s.run.optimizer.lr = 2e-4  # (ours: 1e-4 moved nothing measurable in 16 steps here)
     return s
 
 
-def get_config(variant: str = ""):
-    arm, scale = _parse(variant)
+def _add_arm(c, arm: str, scale: str) -> None:
+    """The stages of one arm, from the base (stage names are unique across arms)."""
     n = STEPS[scale]
-    domain = "arithmetic" if scale == "cpu" else "countdown"
-    c = pipeline_config()
-    c.model.domain = domain
     if arm == "sequential":
-        _opd(c, scale, n["opd"], domain, switch=True)
-        _rl(add_stage(c, "rl", "rl").run, scale, n["rl"], domain)
+        s = _rl(c, "opd", "opd", scale, n["opd"], init="base")  # A_t = ℓ^T − ℓ^S alone
+        s.run.eval.split = "validation"  # the switch's series
+        s.run.eval.at_start = True
+        s.run.eval.every = n["eval_every"]
+        s.run.eval.num_problems = 128
+        s.run.eval.n_samples = 4
+        s.switch.metric = "pass@1"
+        s.switch.delta = 0.01  # δ (ours)
+        s.switch.patience = 2  # k (ours)
+        _rl(c, "rl", "rl", scale, n["rl"], init="opd")
     elif arm in ("joint_additive", "joint_rescale"):
-        s = add_stage(c, "joint", "rl")
-        _rl(s.run, scale, n["joint"], domain)
+        s = _rl(c, arm, "rl", scale, n["joint"], init="base")
         s.run.score.signals = "teacher"  # ℓ^T from the warm-start teacher of the domain
         s.run.score.teacher.source, s.run.score.teacher.role = "warm_start", "teacher"
         s.run.credit.transforms = "opd_additive" if arm == "joint_additive" else "opd_rescale"
@@ -103,28 +97,36 @@ def get_config(variant: str = ""):
         s.run.credit.opd_rescale.low = 0.5  # a (ours)
         s.run.credit.opd_rescale.high = 2.0  # b (ours)
     elif arm == "sft_rl":
-        s = add_stage(c, "sft", "sft")
-        s.run.task.name = domain
+        s = add_stage(c, "sft", "sft", init="base")
+        s.run.task.name = c.model.domain
         s.run.data.source = "teacher"  # the warm-start teacher's verified samples
         s.run.data.num_problems = 512 if scale else 2000
         s.run.data.teacher_samples = 2
         s.run.train.steps = n["sft"]
         s.run.train.lr = 3e-4
-        _rl(add_stage(c, "rl", "rl").run, scale, n["rl"], domain)
+        _rl(c, "sft_rl", "rl", scale, n["rl"], init="sft")
     elif arm == "opd":
-        _opd(c, scale, n["joint"], domain, switch=False)
+        _rl(c, "opd_only", "opd", scale, n["joint"], init="base")
     else:
-        _rl(add_stage(c, "rl", "rl").run, scale, n["joint"], domain)
+        _rl(c, "rl_only", "rl", scale, n["joint"], init="base")
+
+
+def get_config(variant: str = ""):
+    arm, scale = _parse(variant)
+    c = pipeline_config()
+    c.model.domain = "arithmetic" if scale == "cpu" else "countdown"
+    for a in ALL if arm == "all" else (arm,):
+        _add_arm(c, a, scale)
     c.eval.num_problems = 64
     c.eval.n_samples = 64  # pass@k for k = 1..64
     if scale == "pulse":
         apply_pulse(c)
-        if arm == "sequential":
+        if "opd" in c.stages:
             c.stages.opd.switch.delta = 1.0  # a pulse switches at its first chance
             c.stages.opd.run.eval.at_start = True
             c.stages.opd.run.eval.every = 1
-            c.stages.opd.run.train.steps = n["opd"]
-        if arm == "sft_rl":
+            c.stages.opd.run.train.steps = STEPS["pulse"]["opd"]
+        if "sft" in c.stages:
             c.stages.sft.run.data.teacher.source = "pretrained"  # no trained teacher here:
             c.stages.sft.run.data.teacher.path = "stage:base"  # the base samples itself
     return c

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = {
     "seq_opd_rl/pipeline": [
         f"{arm},{scale}" if scale else arm
-        for arm in ("sequential", "joint_additive", "joint_rescale", "sft_rl", "opd", "rl")
+        for arm in ("sequential", "joint_additive", "joint_rescale", "sft_rl", "opd", "rl", "all")
         for scale in ("", "cpu", "pulse")
     ],
     "fusion/fusion": ["", "cpu", "pulse"],
