@@ -18,7 +18,7 @@ Variants:
 Paper-fixed (DPO): the loss −log σ(β·[(ℓ_θ − ℓ_ref)(y_w) − (ℓ_θ − ℓ_ref)(y_l)]) with
 sequence log-probs, β, the frozen reference.
 Ours: on-policy verified pairs (correct ≻ wrong in one group, up to
-pairs_per_group = 2), β = 0.1, lr 3e-5 constant, one update per step.
+pairs_per_group = 2), β = 0.1, lr 1e-4 constant, one update per step.
 
 Command:
   python -m rlvr_jax.main --config=experiments/dpo/dpo.py:cpu --workdir=runs/dpo
@@ -27,7 +27,7 @@ Runtime and result of `:cpu`: not measured yet.
 
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 
-STEPS = {"": dict(dpo=40, sft=200, rl=20), "cpu": dict(dpo=16, sft=60, rl=12), "pulse": {}}
+STEPS = {"": dict(dpo=40, sft=200, rl=20), "cpu": dict(dpo=24, sft=60, rl=16), "pulse": {}}
 
 
 def _train_fields(run, scale: str, domain: str, steps: int) -> None:
@@ -36,6 +36,7 @@ def _train_fields(run, scale: str, domain: str, steps: int) -> None:
     run.train.steps = steps
     run.checkpoint.every = 4
     if scale == "cpu":
+        run.optimizer.lr = 2e-4  # (ours, as seq_opd_rl's cpu scale; DPO sets its own)
         run.data.prompts_per_step = 16
         run.task.train_size = 4096
         run.eval.num_problems = 64
@@ -64,7 +65,7 @@ def get_config(variant: str = ""):
     d.run.dpo.beta = 0.1  # β
     d.run.dpo.pairs_per_group = 2  # (ours)
     d.run.dpo.loss_type = "sigmoid"
-    d.run.optimizer.lr = 3e-5  # (ours)
+    d.run.optimizer.lr = 1e-4  # (ours)
     if staged:
         _train_fields(add_stage(c, "rl", "rl").run, scale, domain, n["rl"])
     c.eval.num_problems = 64
