@@ -36,7 +36,6 @@ def _train_fields(run, scale: str, domain: str, steps: int) -> None:
     run.train.steps = steps
     run.checkpoint.every = 4
     if scale == "cpu":
-        run.optimizer.lr = 2e-4  # (ours, as seq_opd_rl's cpu scale; DPO sets its own)
         run.data.prompts_per_step = 16
         run.task.train_size = 4096
         run.eval.num_problems = 64

@@ -41,7 +41,7 @@ from rlvr_jax.train.warmstart import TASK_OPTIONS
 DOMAINS = ("countdown", "arithmetic")
 STEPS = {
     "": dict(sft=600, specialist=40, problems=128, prompts=32),
-    "cpu": dict(sft=300, specialist=16, problems=64, prompts=16),
+    "cpu": dict(sft=300, specialist=20, problems=64, prompts=16),
     "pulse": dict(sft=2, specialist=2, problems=4, prompts=4),
 }
 
@@ -65,8 +65,6 @@ def _rl(c, name: str, kind: str, task: str, steps: int, n: dict):
     s.run.train.steps = steps
     s.run.eval.num_problems = n["problems"]
     s.run.checkpoint.every = 5
-    if n["prompts"] == 16:  # cpu
-        s.run.optimizer.lr = 2e-4  # (ours, as seq_opd_rl's cpu scale)
     return s
 
 

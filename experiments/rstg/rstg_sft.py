@@ -78,8 +78,6 @@ def get_config(variant: str = ""):
         rl.run.train.steps = n["rl"]
         rl.run.seed = r  # each round draws other prompts
         rl.run.checkpoint.every = 4
-        if variant == "cpu":
-            rl.run.optimizer.lr = 2e-4  # (ours, as seq_opd_rl's cpu scale)
     c.eval.num_problems = 64
     c.eval.n_samples = 16
     if variant == "pulse":
