@@ -98,8 +98,8 @@ def make_dpo_update(graphdef, optimizer, *, beta, label_smoothing, loss_type):
 class DPOTrainer(Trainer):
     """The RL trainer with DPO's batch (verified pairs + reference) and update."""
 
-    def __init__(self, config: ml_collections.ConfigDict, workdir):
-        super().__init__(config, workdir)
+    def __init__(self, config: ml_collections.ConfigDict, workdir, allow_config_change=()):
+        super().__init__(config, workdir, allow_config_change)
         d = config.dpo
         if d.loss_type not in dpo.LOSS_TYPES:
             raise ValueError(f"config.dpo.loss_type = {d.loss_type!r}; valid: {dpo.LOSS_TYPES}")

@@ -33,6 +33,7 @@ from rlvr_jax.pipeline.config import init_of, stage_names, validate
 log = logging.getLogger(__name__)
 
 CONFIG_FILE, DONE_FILE, RESULTS_FILE = "config.json", "stage.json", "results.md"
+LOCK_FILE = "pipeline.lock"
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -48,8 +49,13 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def _check_config(workdir: Path, c: ml_collections.ConfigDict) -> None:
-    """Refuses a workdir holding another pipeline; fields a single run may change are free."""
+def _check_config(workdir: Path, c: ml_collections.ConfigDict, allow=()) -> None:
+    """Refuses a workdir holding another pipeline.
+
+    Free to change: `eval.*`, and in every stage's run config what a single run
+    may change on resume (`run_io.RESUMABLE_PREFIXES`) or `allow` names (each
+    stage's RunIO then checks its own run).
+    """
     import re
 
     from rlvr_jax.run.run_io import RESUMABLE_PREFIXES
@@ -58,8 +64,9 @@ def _check_config(workdir: Path, c: ml_collections.ConfigDict) -> None:
     path = workdir / CONFIG_FILE
     if path.is_file():
         a, b = _flat(json.loads(path.read_text())), _flat(current)
+        fields = [*RESUMABLE_PREFIXES, *(f"{x}." for x in allow), *allow]
         free = re.compile(
-            r"^(eval\.|stages\.[^.]+\.run\.(" + "|".join(map(re.escape, RESUMABLE_PREFIXES)) + "))"
+            r"^(eval\.|stages\.[^.]+\.run\.(" + "|".join(map(re.escape, fields)) + "))"
         )
         diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and not free.match(k))
         if diff:
@@ -103,18 +110,31 @@ def base_dir(c: ml_collections.ConfigDict, workdir: Path) -> str:
     return str(out)
 
 
-def run(config: ml_collections.ConfigDict, workdir) -> dict[str, Any]:
-    """Runs (or resumes) the pipeline of `config` in `workdir`.
+def run(config: ml_collections.ConfigDict, workdir, allow_config_change=()) -> dict[str, Any]:
+    """Runs (or resumes) the pipeline of `config` in `workdir` (locked while it runs).
 
+    Args:
+      config: a pipeline config (`pipeline.config`).
+      workdir: its directory.
+      allow_config_change: run-config fields every stage's resume may change
+        (as `rl.trainer.train`'s), e.g. ("optimizer.lr",).
     Returns:
       {"stages": {name: its result}, "eval": {model: {task: pass@1}}}, or
       {"preempted": True, "stage": name, "step": s} when a signal stopped a stage.
     """
+    from rlvr_jax.locking import FileLock
+
     validate(config)
     if jax.process_count() > 1:
         raise NotImplementedError("pipelines run in one process (multi-host stages: not yet)")
-    c, workdir = config, Path(workdir)
-    _check_config(workdir, c)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with FileLock(workdir / LOCK_FILE, what=f"pipeline directory {workdir}"):
+        return _run(config, workdir, tuple(allow_config_change))
+
+
+def _run(c: ml_collections.ConfigDict, workdir: Path, allow: tuple[str, ...]) -> dict[str, Any]:
+    _check_config(workdir, c, allow)
     specs = evaluate.eval_tasks(c)
     exports = {"base": base_dir(c, workdir)}
     evals, done = {}, {}
@@ -130,7 +150,7 @@ def run(config: ml_collections.ConfigDict, workdir) -> dict[str, Any]:
             k = stages.kind(s.kind)
             run_cfg = stages.resolve(s.run, k, exports[init], exports, c.model)
             ctx = stages.StageContext(
-                name, s.kind, run_cfg, s.switch, sdir, exports[init], dict(exports), c.model
+                name, s.kind, run_cfg, s.switch, sdir, exports[init], dict(exports), c.model, allow
             )
             log.info("pipeline: stage %s (%s) from %s", name, s.kind, init)
             result = k.run(ctx)

@@ -270,7 +270,7 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
     model, _ = load_pretrained(ctx.init_dir)
     tokenizer = load_model_tokenizer(ctx.init_dir)
     task = tasks.get(c.task.name, **json.loads(c.task.options or "{}"))
-    io = RunIO(ctx.workdir, c)
+    io = RunIO(ctx.workdir, c, allow_config_change=ctx.allow_config_change)
     try:
         examples, stats = _cached_examples(ctx, model, tokenizer, task)
         steps = c.train.steps if examples else 0

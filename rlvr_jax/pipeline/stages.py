@@ -46,6 +46,7 @@ class StageContext:
       init_dir: the HF checkpoint directory it starts from.
       exports: "base" and every earlier stage -> its export directory.
       base: the pipeline's base `model` fields (domain, source, ...).
+      allow_config_change: run-config fields a resume of this stage may change.
     """
 
     name: str
@@ -56,6 +57,7 @@ class StageContext:
     init_dir: str
     exports: dict[str, str]
     base: ml_collections.ConfigDict
+    allow_config_change: tuple[str, ...] = ()
 
     @property
     def export_dir(self) -> Path:
@@ -227,7 +229,7 @@ def run_trainer(ctx: StageContext) -> dict[str, Any]:
     else:
         from rlvr_jax.rl.trainer import Trainer as trainer_cls
 
-    trainer = trainer_cls(ctx.config, ctx.workdir)
+    trainer = trainer_cls(ctx.config, ctx.workdir, ctx.allow_config_change)
     rule = None
     if ctx.switch.patience:
         sw = ctx.switch
