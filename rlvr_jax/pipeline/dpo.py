@@ -148,8 +148,11 @@ class DPOTrainer(Trainer):
         if not b["valid_P"].any():
             return {"pairs": 0.0}
         totals: dict[str, float] = {}
-        for _ in range(self.c.train.ppo_epochs):
+        for epoch in range(self.c.train.ppo_epochs):
             self.state, metrics = self.dpo_update(self.state, self.rest, b)
-            for k, v in jax.device_get(metrics).items():
+            metrics = jax.device_get(metrics)
+            # Before anything of this step can be saved: parameters and grad norm sane.
+            self.io.check_update(self.state, metrics, step + 1, epoch)
+            for k, v in metrics.items():
                 totals[k] = totals.get(k, 0.0) + float(v) / self.c.train.ppo_epochs
         return totals

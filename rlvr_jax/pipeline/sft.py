@@ -77,6 +77,8 @@ def sft_config() -> ml_collections.ConfigDict:
     e.n_samples = 8
     e.temperature = 1.0
     c.checkpoint = ml_collections.ConfigDict(dict(every=50, keep=2, export_final=True))
+    # The divergence guard (rlvr_jax.run.guard) after every step, as in RL runs.
+    c.guard = ml_collections.ConfigDict(dict(max_grad_norm=1e6, max_param_abs=1e4))
     c.log = ml_collections.ConfigDict(dict(tensorboard=True, progress_every_s=1.0))
     c.lock()
     return c
@@ -318,6 +320,10 @@ def _train(ctx, io, model, tokenizer, examples, steps):
                     f"(step {io.latest_step()}) is intact"
                 )
             step = i + 1
+            # Before anything of this step can be saved: parameters and grad norm sane.
+            io.guard.check(
+                {"policy": state.params}, m, step=step, update=0, last_good=io.latest_step()
+            )
             io.log_train(step, steps, {k: m[k] for k in ("loss", "grad_norm", "num_tokens")})
             if c.eval.every and step % c.eval.every == 0 and step < steps:
                 nnx.update(model, jax.tree.map(jnp.copy, state.params))
