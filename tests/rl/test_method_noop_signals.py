@@ -352,6 +352,73 @@ def gar_reduces(model_case):
     np.testing.assert_allclose(out["old_logps_BxT"], b["old_logps_BxT"], rtol=1e-5, atol=1e-5)
 
 
+# MOPD: the mixture task's two domains, each routed to a pretrained teacher directory.
+_MIX_DOMAINS = ("arithmetic", "knights_knaves")
+
+
+def _mopd(model_case, teacher_for):
+    """(fields, batch, GRPO adv) of MOPD on mixture rollouts; teacher_for(domain) -> HF dir."""
+    import json
+    import tempfile
+
+    from rlvr_jax.models import save_pretrained
+    from rlvr_jax.rl.methods import mopd
+
+    ctx, _, _, _ = model_case
+    tr = ctx.trainer
+    mix = tasks.get(
+        "mixture",
+        domains=_MIX_DOMAINS,
+        domain_options={d: warmstart.TASK_OPTIONS[d] for d in _MIX_DOMAINS},
+    )
+    g = model_groups(tr.tokenizer, mix, np.random.default_rng(3), prompts=6, g=2)
+    assert {mix.domain_of(p) for p in g.problems} == set(_MIX_DOMAINS)
+    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    g.rewards = (np.arange(len(g.group)) % 2).astype(np.float32)  # one right, one wrong
+    g.correct = g.rewards > 0
+    mask = g.response_mask & g.valid[:, None]
+    b = dict(
+        tokens_BxT=g.tokens,
+        attention_mask_BxT=g.attention_mask,
+        mask_BxT=mask,
+        old_logps_BxT=np.where(mask, g.logps, 0.0).astype(np.float32),
+        rewards_B=g.rewards,
+        correct_B=g.correct,
+        group_B=g.group,
+        valid_B=g.valid,
+    )
+    root = tempfile.mkdtemp(prefix="mopd_noop_")
+    spec = {}
+    for d in _MIX_DOMAINS:
+        model = teacher_for(d)
+        save_pretrained(model, model.config, f"{root}/{d}")
+        warmstart.save_tokenizer(tr.tokenizer, f"{root}/{d}")
+        spec[d] = {"path": f"{root}/{d}"}
+    fresh = dataclasses.replace(ctx, cache={})
+    out = mopd.mopd(fresh, g, b, teachers=json.dumps(spec), domain_key="domain")
+    return out, b, _grpo(g.rewards, g.group, g.valid, mask)
+
+
+def mopd_differs(model_case):
+    # Routed to two other random teachers, opd_additive adds w·(ℓ^T − ℓ^S) per token.
+    from rlvr_jax.models import init_model
+
+    tr = model_case[0].trainer
+    out, b, a = _mopd(model_case, lambda d: init_model(tr.model.config, seed=7 + len(d)))
+    got = _apply("opd_additive", a, {**b, **out}, weight=0.5)
+    d = out["teacher_logps_BxT"] - b["old_logps_BxT"]
+    np.testing.assert_allclose(got - a, 0.5 * d * b["mask_BxT"], rtol=1e-5, atol=1e-6)
+    assert np.abs(d).max() > 1e-2
+
+
+def mopd_reduces(model_case):
+    # Every domain's teacher is the policy itself: ℓ^T = ℓ^S, so MOPD's OPD term vanishes.
+    tr = model_case[0].trainer
+    out, b, a = _mopd(model_case, lambda d: tr.model)
+    np.testing.assert_allclose(out["teacher_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
+    np.testing.assert_allclose(_apply("opd_additive", a, {**b, **out}), a, **MODEL_TOL)
+
+
 SIGNAL_CASES = {
     "answers": (answers_differs, answers_reduces),
     "behaviour": (behaviour_differs, behaviour_reduces),
@@ -361,6 +428,7 @@ SIGNAL_CASES = {
     "first_mistake": (first_mistake_differs, first_mistake_reduces),
     "gar": (gar_differs, gar_reduces),
     "hint": (hint_differs, hint_reduces),
+    "mopd": (mopd_differs, mopd_reduces),
     "pair_compare": (pair_compare_differs, pair_compare_reduces),
     "teacher": (teacher_differs, teacher_reduces),
 }
