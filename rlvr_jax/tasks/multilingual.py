@@ -294,6 +294,11 @@ class MultilingualArithmetic(Task):
             text, int(problem.answer), lambda t: parse_number(t, self.answer_lang)
         )
 
+    def group_metrics(self, problem: Problem, responses: list[str]) -> dict[str, float]:
+        """Language consistency: the fraction of responses that reason in the prompt's language."""
+        same = [language_reward(r, problem.metadata["language"]) for r in responses]
+        return {"language_consistency": sum(same) / len(same) if same else 0.0}
+
     def first_wrong_step(self, problem: Problem, response: str) -> StepCheck:
         """See module-level `first_wrong_step`."""
         return first_wrong_step(problem, response)
