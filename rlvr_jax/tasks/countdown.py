@@ -72,6 +72,19 @@ def trace_family(response: str) -> tuple[str, str] | None:
     return (m.group(1), ALIASES.get(m.group(2), m.group(2))) if m else None
 
 
+def first_operator_span(response: str) -> tuple[int, int] | None:
+    """Character span of the operator of the first "a op b = c" line (as `trace_family`).
+
+    Returns:
+      (start, end) offsets into `response`, or None when it has no step line in
+      its first 2,000 characters.
+    """
+    if not isinstance(response, str):
+        return None
+    m = _STEP_RE.search(response[:2000])
+    return m.span(2) if m else None
+
+
 def family_entropy(families: Iterable[tuple[str, str] | None]) -> float:
     """Entropy (nats) of the empirical distribution of entrance families.
 
