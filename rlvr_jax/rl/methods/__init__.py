@@ -8,6 +8,7 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     credit_shaping,
     distill,
     gradient_signals,
+    language,
     model_signals,
     task_signals,
 )
