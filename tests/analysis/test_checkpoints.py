@@ -11,8 +11,8 @@ from rlvr_jax.models import init_model
 from rlvr_jax.optim import build_optimizer
 from rlvr_jax.optim.iso import flatten
 from rlvr_jax.rl.update import RLState
+from rlvr_jax.run.checkpointing import RunCheckpointer
 from rlvr_jax.testing import tiny_config
-from rlvr_jax.train.checkpointing import RunCheckpointer
 
 
 def test_step_params_restores_the_policy_of_a_saved_rl_state(tmp_path):
