@@ -78,12 +78,13 @@ def aligned_shift(
         both = ~np.isnan(pre_p) & ~np.isnan(post_p)
         pre = float(pre_p[both].mean()) if both.any() else float("nan")
         post = float(post_p[both].mean()) if both.any() else float("nan")
-        empty = not per_problem
+        if not per_problem:  # no response had a step line: NaN curves, no problems
+            abs_pxo = mean_pxo = np.full((1, len(offsets)), np.nan)
         return {
             "offsets": offsets.tolist(),
-            "mean_abs": [] if empty else np.nanmean(abs_pxo, 0).tolist(),
-            "mean": [] if empty else np.nanmean(mean_pxo, 0).tolist(),
-            "problems": [] if empty else (~np.isnan(abs_pxo)).sum(0).tolist(),
+            "mean_abs": np.nanmean(abs_pxo, 0).tolist(),
+            "mean": np.nanmean(mean_pxo, 0).tolist(),
+            "problems": [int(x) for x in (~np.isnan(abs_pxo)).sum(0)],
             "pre": pre,
             "post": post,
             "ratio": pre / post if post else float("nan"),

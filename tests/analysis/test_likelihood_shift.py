@@ -34,4 +34,5 @@ def test_aligned_shift_averages_responses_then_problems():
 
 def test_aligned_shift_without_responses():
     out = aligned_shift([], [], [], window=1)
-    assert out["num_responses"] == 0 and np.isnan(out["pre"]) and out["mean_abs"] == []
+    assert out["num_responses"] == 0 and np.isnan(out["pre"])
+    assert np.isnan(out["mean_abs"]).all() and out["problems"] == [0, 0, 0]
