@@ -1,0 +1,52 @@
+"""Train one GRPO model per training language and evaluate each on every language.
+
+Usage:
+  python scripts/multilingual_matrix.py --out runs/multilingual \
+      [--train en,es,fr,de] [--eval en,es,fr,de] [--num-problems 64] [--n-samples 8] \
+      [--config experiments/multilingual/multilingual.py] [--png docs/multilingual_matrix.png]
+
+Each training run is experiments/multilingual/multilingual.py:<lang> in
+<out>/train_<lang> (resumed / reused); the matrix (pass@1 and language
+consistency, base row first) goes to <out>/matrix.json, matrix.md and the heat map.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+from pathlib import Path
+
+from rlvr_jax.analysis.multilingual import heatmap, markdown, train_eval_matrix
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--train", default="en,es,fr,de")
+    p.add_argument("--eval", default="en,es,fr,de")
+    p.add_argument("--num-problems", type=int, default=64)
+    p.add_argument("--n-samples", type=int, default=8)
+    p.add_argument("--config", default="experiments/multilingual/multilingual.py")
+    p.add_argument("--png", default=None, help="heat map path (default <out>/matrix.png)")
+    a = p.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    spec = importlib.util.spec_from_file_location("experiment", a.config)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = train_eval_matrix(
+        module.get_config,
+        a.train.split(","),
+        a.eval.split(","),
+        a.out,
+        num_problems=a.num_problems,
+        n_samples=a.n_samples,
+    )
+    text = markdown(result)
+    (Path(a.out) / "matrix.md").write_text(text)
+    heatmap(result, a.png or Path(a.out) / "matrix.png")
+    print(text, "\ntraining CPU seconds:", result["cpu_seconds"])
+
+
+if __name__ == "__main__":
+    main()
