@@ -5,6 +5,7 @@ import json
 import pytest
 
 from rlvr_jax.analysis import multilingual
+from rlvr_jax.rl import trainer as trainer_lib
 
 from ..rl.test_method_experiments import load
 
@@ -28,7 +29,7 @@ def test_markdown_and_heatmap(tmp_path):
 
 
 @pytest.mark.slow
-def test_matrix_trains_each_language_once_and_resumes(tmp_path):
+def test_matrix_trains_each_language_once_and_resumes(tmp_path, monkeypatch):
     make = lambda lang: load("multilingual/multilingual", f"{lang},pulse")  # noqa: E731
     kw = dict(num_problems=2, n_samples=2)
     r = multilingual.train_eval_matrix(make, ["de"], ["en", "de"], tmp_path, **kw)
@@ -43,8 +44,13 @@ def test_matrix_trains_each_language_once_and_resumes(tmp_path):
     assert (tmp_path / "train_de" / "export" / "config.json").is_file() and "de" in r["cpu_seconds"]
     saved = json.loads((tmp_path / "matrix.json").read_text())
     assert saved["cells"] == r["cells"]
+
     # A second call finds every cell: nothing is trained or evaluated again.
-    (tmp_path / "train_de" / "config.json").unlink()  # training again would fail loudly
+    def refuse(*args, **kwargs):
+        raise AssertionError("recomputed a cached cell")
+
+    monkeypatch.setattr(multilingual, "evaluate_task", refuse)
+    monkeypatch.setattr(trainer_lib, "train", refuse)
     assert (
         multilingual.train_eval_matrix(make, ["de"], ["en", "de"], tmp_path, **kw)["cells"]
         == r["cells"]
