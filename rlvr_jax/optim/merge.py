@@ -22,6 +22,10 @@ import jax.numpy as jnp
 
 from rlvr_jax.optim.iso import DEFAULT_INCLUDE, flatten, retract, svd_frames, unflatten_like
 
+# `include` for flat {Hugging Face tensor name: array} dicts (model.safetensors names; the
+# [out, in] layout only swaps U and V, which the merge treats alike).
+HF_INCLUDE = r"\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)\.weight$"
+
 
 def aligned_frames(w_MxN, u0_MxR, vt0_RxN):
     """The thin SVD of `w_MxN` with each singular pair's sign chosen to face the base's.

@@ -7,7 +7,7 @@ import numpy as np
 import optax
 import pytest
 
-from rlvr_jax.optim import build_optimizer, iso_merge
+from rlvr_jax.optim import HF_INCLUDE, build_optimizer, iso_merge
 from rlvr_jax.optim.iso import flatten
 
 PATHS = ("a/q_proj/kernel", "b/up_proj/kernel")
@@ -94,3 +94,22 @@ def test_merge_errors():
         iso_merge(base, [base, base], [1.0])
     with pytest.raises(ValueError, match="specialist 0 does not have"):
         iso_merge(base, [{"a": base["a"]}], [1.0])
+
+
+def test_merge_of_hf_tensor_dicts():
+    """Flat {HF name: array} dicts ([out, in] layout) with HF_INCLUDE: as for param trees."""
+    base = _base()
+    s1, s2 = _specialist(base, 1), _specialist(base, 2)
+    hf = lambda t: {  # noqa: E731
+        "model.layers.0.self_attn.q_proj.weight": np.asarray(t["a"]["q_proj"]["kernel"]).T,
+        "model.layers.0.mlp.up_proj.weight": np.asarray(t["b"]["up_proj"]["kernel"]).T,
+        "model.norm.weight": np.asarray(t["norm"]["weight"]),
+    }
+    merged = iso_merge(hf(base), [hf(s1), hf(s2)], [0.5, 0.5], include=HF_INCLUDE)
+    tree = iso_merge(base, [s1, s2], [0.5, 0.5])
+    np.testing.assert_allclose(
+        merged["model.layers.0.self_attn.q_proj.weight"],
+        np.asarray(tree["a"]["q_proj"]["kernel"]).T,
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(merged["model.norm.weight"], tree["norm"]["weight"], atol=1e-6)
