@@ -4,10 +4,13 @@ Usage:
   python scripts/multilingual_matrix.py --out runs/multilingual \
       [--train en,es,fr,de] [--eval en,es,fr,de] [--num-problems 64] [--n-samples 8] \
       [--config experiments/multilingual/multilingual.py] [--png docs/multilingual_matrix.png]
+      [--merges iso,task_vectors]
 
 Each training run is experiments/multilingual/multilingual.py:<lang> in
 <out>/train_<lang> (resumed / reused); the matrix (pass@1 and language
 consistency, base row first) goes to <out>/matrix.json, matrix.md and the heat map.
+--merges adds rows of the trained models merged with λ = 1/K: ISO-Merger ("iso",
+the base spectra kept) and task arithmetic ("task_vectors").
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def main() -> None:
     p.add_argument("--n-samples", type=int, default=8)
     p.add_argument("--config", default="experiments/multilingual/multilingual.py")
     p.add_argument("--png", default=None, help="heat map path (default <out>/matrix.png)")
+    p.add_argument("--merges", default="", help="extra merged rows, e.g. iso,task_vectors")
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO)
     spec = importlib.util.spec_from_file_location("experiment", a.config)
@@ -41,6 +45,7 @@ def main() -> None:
         a.out,
         num_problems=a.num_problems,
         n_samples=a.n_samples,
+        merges=[m for m in a.merges.split(",") if m],
     )
     text = markdown(result)
     (Path(a.out) / "matrix.md").write_text(text)

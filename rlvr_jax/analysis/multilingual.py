@@ -15,11 +15,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from flax import nnx
+
 from rlvr_jax import tasks
 from rlvr_jax.analysis.checkpoints import load_policy
+from rlvr_jax.optim import iso_merge, task_vector_merge
 from rlvr_jax.train.evaluate import evaluate_task
 
 BASE = "base"
+MERGES = {"iso": iso_merge, "task_vectors": task_vector_merge}
 
 
 def _task(c):
@@ -35,6 +39,7 @@ def train_eval_matrix(
     num_problems: int = 64,
     n_samples: int = 8,
     seed: int = 0,
+    merges: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Trains (or reuses) one model per training language and fills the matrix.
 
@@ -45,6 +50,8 @@ def train_eval_matrix(
       eval_langs: columns.
       out_dir: holds train_<lang>/ run workdirs and matrix.json.
       num_problems, n_samples, seed: evaluation (test split, temperature 1).
+      merges: extra rows "merge:<name>", the trained models merged with λ = 1/K
+        (names of MERGES: "iso" = ISO-Merger, "task_vectors" = task arithmetic).
     Returns:
       {"cells": {"<row>-><eval>": {"pass@1", f"pass@{n}", "language_consistency"}},
        "rows", "cols", "cpu_seconds": {row: training CPU s}, "settings"}.
@@ -61,20 +68,33 @@ def train_eval_matrix(
         raise ValueError(
             f"{path} holds a matrix with settings {result['settings']}; use another --out"
         )
-    result.update(rows=[BASE, *train_langs], cols=list(eval_langs), settings=settings)
-    for row in result["rows"]:
+    for name in merges:
+        if name not in MERGES:
+            raise ValueError(f"merge {name!r}; valid: {', '.join(MERGES)}")
+    rows = [BASE, *train_langs, *(f"merge:{m}" for m in merges)]
+    result.update(rows=rows, cols=list(eval_langs), settings=settings)
+
+    def trained(lang):
+        workdir = out / f"train_{lang}"
+        if not (workdir / "export" / "config.json").is_file():
+            start = time.process_time()
+            trainer.train(make_config(lang), workdir)
+            result["cpu_seconds"][lang] = round(time.process_time() - start, 1)
+        return load_policy(workdir)
+
+    for row in rows:
         todo = [lang for lang in eval_langs if f"{row}->{lang}" not in result["cells"]]
         if not todo:
             continue
         if row == BASE:
             model, tok = build_policy(make_config(train_langs[0]))
+        elif row.startswith("merge:"):
+            model, tok = build_policy(make_config(train_langs[0]))
+            specialists = [nnx.state(trained(lang)[0], nnx.Param) for lang in train_langs]
+            lambdas = [1.0 / len(specialists)] * len(specialists)
+            nnx.update(model, MERGES[row[6:]](nnx.state(model, nnx.Param), specialists, lambdas))
         else:
-            workdir = out / f"train_{row}"
-            if not (workdir / "export" / "config.json").is_file():
-                start = time.process_time()
-                trainer.train(make_config(row), workdir)
-                result["cpu_seconds"][row] = round(time.process_time() - start, 1)
-            model, tok = load_policy(workdir)
+            model, tok = trained(row)
         for lang in todo:
             c = make_config(lang)
             res = evaluate_task(

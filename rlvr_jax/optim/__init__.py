@@ -20,4 +20,9 @@ from rlvr_jax.optim.iso import (  # noqa: F401
     retract,
     svd_frames,
 )
-from rlvr_jax.optim.merge import HF_INCLUDE, aligned_frames, iso_merge  # noqa: F401
+from rlvr_jax.optim.merge import (  # noqa: F401
+    HF_INCLUDE,
+    aligned_frames,
+    iso_merge,
+    task_vector_merge,
+)

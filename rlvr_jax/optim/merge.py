@@ -27,6 +27,9 @@ from rlvr_jax.optim.iso import DEFAULT_INCLUDE, flatten, retract, svd_frames, un
 HF_INCLUDE = r"\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)\.weight$"
 
 
+_NOTHING = r"(?!)"  # a regex that matches no path
+
+
 def aligned_frames(w_MxN, u0_MxR, vt0_RxN):
     """The thin SVD of `w_MxN` with each singular pair's sign chosen to face the base's.
 
@@ -88,8 +91,24 @@ def iso_merge(
             u, vt = retract(u, retraction), retract(vt.T, retraction).T
             merged = (u * s0[None, :]) @ vt
         else:
-            merged = jnp.asarray(w0, jnp.float32)
-            for lam, w in zip(lambdas, ws, strict=True):
-                merged = merged + lam * (jnp.asarray(w, jnp.float32) - jnp.asarray(w0, jnp.float32))
+            merged = task_vectors(w0, ws, lambdas)
         out[path] = merged.astype(w0.dtype)
     return unflatten_like(base, out)
+
+
+def task_vectors(w0, ws: Sequence, lambdas: Sequence[float]):
+    """W₀ + Σ_k λ_k (W_k − W₀) in float32 (task arithmetic on one tensor)."""
+    w0 = jnp.asarray(w0, jnp.float32)
+    merged = w0
+    for lam, w in zip(lambdas, ws, strict=True):
+        merged = merged + lam * (jnp.asarray(w, jnp.float32) - w0)
+    return merged
+
+
+def task_vector_merge(base, specialists: Sequence, lambdas: Sequence[float]):
+    """Task arithmetic on every parameter: the comparison row of ISO-Merger.
+
+    Returns:
+      A param tree of `base`'s structure and dtypes.
+    """
+    return iso_merge(base, specialists, lambdas, include=_NOTHING)

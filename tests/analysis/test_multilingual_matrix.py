@@ -32,13 +32,10 @@ def test_markdown_and_heatmap(tmp_path):
 def test_matrix_trains_each_language_once_and_resumes(tmp_path, monkeypatch):
     make = lambda lang: load("multilingual/multilingual", f"{lang},pulse")  # noqa: E731
     kw = dict(num_problems=2, n_samples=2)
-    r = multilingual.train_eval_matrix(make, ["de"], ["en", "de"], tmp_path, **kw)
-    assert r["rows"] == ["base", "de"] and sorted(r["cells"]) == [
-        "base->de",
-        "base->en",
-        "de->de",
-        "de->en",
-    ]
+    r = multilingual.train_eval_matrix(make, ["de"], ["en", "de"], tmp_path, merges=["iso"], **kw)
+    rows = ["base", "de", "merge:iso"]
+    assert r["rows"] == rows
+    assert sorted(r["cells"]) == sorted(f"{row}->{c}" for row in rows for c in ("en", "de"))
     for cell in r["cells"].values():
         assert 0 <= cell["pass@1"] <= 1 and 0 <= cell["language_consistency"] <= 1
     assert (tmp_path / "train_de" / "export" / "config.json").is_file() and "de" in r["cpu_seconds"]
@@ -51,9 +48,11 @@ def test_matrix_trains_each_language_once_and_resumes(tmp_path, monkeypatch):
 
     monkeypatch.setattr(multilingual, "evaluate_task", refuse)
     monkeypatch.setattr(trainer_lib, "train", refuse)
-    assert (
-        multilingual.train_eval_matrix(make, ["de"], ["en", "de"], tmp_path, **kw)["cells"]
-        == r["cells"]
+    again = multilingual.train_eval_matrix(
+        make, ["de"], ["en", "de"], tmp_path, merges=["iso"], **kw
     )
+    assert again["cells"] == r["cells"]
+    with pytest.raises(ValueError, match="merge 'ties'"):
+        multilingual.train_eval_matrix(make, ["de"], ["en"], tmp_path, merges=["ties"], **kw)
     with pytest.raises(ValueError, match="settings"):
         multilingual.train_eval_matrix(make, ["de"], ["en"], tmp_path, num_problems=3, n_samples=2)

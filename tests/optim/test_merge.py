@@ -7,7 +7,7 @@ import numpy as np
 import optax
 import pytest
 
-from rlvr_jax.optim import HF_INCLUDE, build_optimizer, iso_merge
+from rlvr_jax.optim import HF_INCLUDE, build_optimizer, iso_merge, task_vector_merge
 from rlvr_jax.optim.iso import flatten
 
 PATHS = ("a/q_proj/kernel", "b/up_proj/kernel")
@@ -113,3 +113,13 @@ def test_merge_of_hf_tensor_dicts():
         atol=1e-5,
     )
     np.testing.assert_allclose(merged["model.norm.weight"], tree["norm"]["weight"], atol=1e-6)
+
+
+def test_task_vector_merge_is_task_arithmetic_everywhere():
+    base = _base()
+    s1, s2 = _specialist(base, 1), _specialist(base, 2)
+    merged = flatten(task_vector_merge(base, [s1, s2], [0.3, 0.6]))
+    f0, f1, f2 = flatten(base), flatten(s1), flatten(s2)
+    for path in f0:
+        want = f0[path] + 0.3 * (f1[path] - f0[path]) + 0.6 * (f2[path] - f0[path])
+        np.testing.assert_allclose(merged[path], want, rtol=1e-5, atol=1e-6)
