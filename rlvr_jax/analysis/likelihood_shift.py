@@ -158,14 +158,22 @@ def likelihood_shift(
 
 
 def plot_shift(result: dict[str, Any], path, title: str = "") -> None:
-    """Mean |Δ log p| per offset from the first operator (offset 0), as a PNG."""
+    """Mean |Δ log p| per offset from the first operator (offset 0), as a PNG.
+
+    Offsets that fewer than a quarter of the problems reach (long preambles) are
+    left out of the plot (they stay in `result`).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    counts = np.asarray(result["problems"])
+    keep = counts >= max(1, 0.25 * counts.max()) if counts.size else counts.astype(bool)
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(result["offsets"], result["mean_abs"], marker="o", ms=3)
+    ax.plot(
+        np.asarray(result["offsets"])[keep], np.asarray(result["mean_abs"])[keep], marker="o", ms=3
+    )
     ax.axvline(0, color="gray", ls="--", lw=1)
     ax.set_xlabel("token offset from the first operator")
     ax.set_ylabel("mean |Δ log p| (RL − base)")
