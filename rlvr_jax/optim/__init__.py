@@ -18,6 +18,7 @@ from rlvr_jax.optim.iso import (  # noqa: F401
     IsoState,
     iso,
     retract,
+    spectrum_drift,
     svd_frames,
 )
 from rlvr_jax.optim.merge import (  # noqa: F401

@@ -166,3 +166,22 @@ def iso_decay_mask(tree) -> dict:
         "vt": jax.tree.map(lambda _: False, tree["vt"]),
         "rest": jax.tree.map(lambda x: jnp.ndim(x) >= 2, tree["rest"]),
     }
+
+
+def spectrum_drift(before, after, include: str = DEFAULT_INCLUDE) -> float:
+    """Largest change of a singular value between two param trees, relative to the top one.
+
+    Args:
+      before, after: param trees of one structure.
+      include: regex of the matrices compared (ISO's).
+    Returns:
+      max over the `include` matrices of max_i |s_i(after) − s_i(before)| / s_1(before):
+      ~1e-7 after ISO training, the size of the spectral change after plain training.
+    """
+    f0, f1 = flatten(before), flatten(after)
+    drift = 0.0
+    for path in chosen_paths(before, include):
+        s0 = jnp.linalg.svd(jnp.asarray(f0[path], jnp.float32), compute_uv=False)
+        s1 = jnp.linalg.svd(jnp.asarray(f1[path], jnp.float32), compute_uv=False)
+        drift = max(drift, float(jnp.max(jnp.abs(s1 - s0)) / s0[0]))
+    return drift

@@ -10,7 +10,7 @@ from flax import nnx
 
 from rlvr_jax import sharding
 from rlvr_jax.models import init_model
-from rlvr_jax.optim import build_optimizer, iso, retract
+from rlvr_jax.optim import build_optimizer, iso, retract, spectrum_drift
 from rlvr_jax.optim.iso import flatten, frame_grads
 from rlvr_jax.testing import tiny_config
 
@@ -92,6 +92,8 @@ def test_spectrum_fixed_and_frames_orthonormal_after_many_steps(base, retraction
         u, s, vt = iso_state.u[path], iso_state.s[path], iso_state.vt[path]
         np.testing.assert_allclose((np.asarray(u) * np.asarray(s)) @ vt, w1, atol=1e-5)
     assert sorted(iso_state.u) == ["a/q_proj/kernel", "b/up_proj/kernel"]
+    assert spectrum_drift(params, p, r"(q_proj|up_proj)/kernel$") < 1e-5
+    assert spectrum_drift(params, p, r"embed_tokens") > 1e-2
     # The embedding and the norm are not reparametrised: their spectrum moves.
     e0, e1 = params["embed_tokens"], p["embed_tokens"]
     assert not np.allclose(np.linalg.svd(e0, compute_uv=False), np.linalg.svd(e1, compute_uv=False))
