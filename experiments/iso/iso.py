@@ -21,7 +21,12 @@ Variants and overrides:
 
 Command (the CPU run):
   taskset -c 1 nice -n 5 python -m rlvr_jax.main --config=experiments/iso/iso.py --workdir=runs/iso
-Runtime and result: see the end of this docstring once measured.
+Runtime here (2-core CPU, pinned to one loaded core), with the evaluation settings of
+experiments/ebl (--config.eval.every=5 --config.eval.n_samples=16
+--config.eval.num_problems=64): 231 CPU s, 15 min wall.
+Measured (seed 0, docs/optimizers.md): pass@1 0.220 → 0.369 (AdamW, the same run
+otherwise: 0.220 → 0.355); pass@16 0.672 → 0.594; the export's singular values equal
+the base's to 9.4e-7 relative (AdamW: 6.6e-3).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
