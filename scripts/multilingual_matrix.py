@@ -4,7 +4,7 @@ Usage:
   python scripts/multilingual_matrix.py --out runs/multilingual \
       [--train en,es,fr,de] [--eval en,es,fr,de] [--num-problems 64] [--n-samples 8] \
       [--config experiments/multilingual/multilingual.py] [--png docs/multilingual_matrix.png]
-      [--merges iso,task_vectors]
+      [--merges iso,task_vectors] [--set score.language.language=en]
 
 Each training run is experiments/multilingual/multilingual.py:<lang> in
 <out>/train_<lang> (resumed / reused); the matrix (pass@1 and language
@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 
 from rlvr_jax.analysis.multilingual import heatmap, markdown, train_eval_matrix
+from rlvr_jax.train.eval_checkpoint import parse_options
 
 
 def main() -> None:
@@ -33,13 +34,32 @@ def main() -> None:
     p.add_argument("--config", default="experiments/multilingual/multilingual.py")
     p.add_argument("--png", default=None, help="heat map path (default <out>/matrix.png)")
     p.add_argument("--merges", default="", help="extra merged rows, e.g. iso,task_vectors")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="config override field=value, e.g. "
+        "score.language.language=en (reward English reasoning); repeatable",
+    )
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO)
     spec = importlib.util.spec_from_file_location("experiment", a.config)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    overrides = parse_options(a.set)
+
+    def make_config(language):
+        c = module.get_config(language)
+        for field, value in overrides.items():
+            *parents, leaf = field.split(".")
+            node = c
+            for part in parents:
+                node = node[part]
+            node[leaf] = value
+        return c
+
     result = train_eval_matrix(
-        module.get_config,
+        make_config,
         a.train.split(","),
         a.eval.split(","),
         a.out,
