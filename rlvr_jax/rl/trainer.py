@@ -369,6 +369,7 @@ class Trainer:
         out[f"avg@{n}"] = float(np.mean(res["num_correct"]) / n)
         out["mean_reward"] = res["mean_reward"]
         out["mean_response_tokens"] = res["mean_response_tokens"]
+        out.update(res["task_metrics"])  # e.g. Countdown's coverage, entrance entropy
         return out
 
     # --------------------------------------------------------------------- run

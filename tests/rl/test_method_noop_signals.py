@@ -206,6 +206,37 @@ def branches_reduces():
     np.testing.assert_allclose(_apply("cbpo", a, f), a, **TOL)
 
 
+# Language reward ("GRPO Beyond English"): r + w·1[detected language = target].
+def _language_case(weight, responses):
+    ml = tasks.get("multilingual_arithmetic", language="en")
+    g = task_groups(CHARS, ml, [ml.problem(0, "train")], responses, [0, 0])
+    out = _compute("language", ml, CHARS, g, language__weight=weight, language__language="")
+    mask = g.response_mask & g.valid[:, None]
+    return g, out["rewards_B"], _grpo(g.rewards, g.group, g.valid, mask), mask
+
+
+EN = "17 times 7 is 119\n15 minus 8 is 7\n119 minus 7 is 112\nAnswer: 112"
+FR = "17 fois 7 égale 119\n15 moins 8 égale 7\n119 moins 7 égale 112\nAnswer: 112"  # French steps
+
+
+def language_differs():
+    # Both rows answer correctly (GRPO: 0); only the English one reasons in the prompt's
+    # language, so with w = 0.5 the rewards are (1.5, 1.0) and GRPO gives ±1/√2.
+    g, rewards, a, mask = _language_case(0.5, [EN, FR])
+    assert g.correct.all() and np.abs(a).max() == 0
+    np.testing.assert_allclose(rewards, [1.5, 1.0], **TOL)
+    adv = _grpo(rewards, g.group, g.valid, mask)
+    per_row = (adv * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(per_row, [2**-0.5, -(2**-0.5)], atol=1e-5)
+
+
+def language_reduces():
+    # w = 0: the verifier's rewards unchanged, so the advantages equal GRPO's.
+    g, rewards, a, mask = _language_case(0.0, [EN, FR])
+    np.testing.assert_allclose(rewards, g.rewards, **TOL)
+    np.testing.assert_allclose(_grpo(rewards, g.group, g.valid, mask), a, **TOL)
+
+
 # ----------------------------------------------------------------------- model signals
 @pytest.fixture(scope="module")
 def model_case():
@@ -428,11 +459,12 @@ SIGNAL_CASES = {
     "first_mistake": (first_mistake_differs, first_mistake_reduces),
     "gar": (gar_differs, gar_reduces),
     "hint": (hint_differs, hint_reduces),
+    "language": (language_differs, language_reduces),
     "mopd": (mopd_differs, mopd_reduces),
     "pair_compare": (pair_compare_differs, pair_compare_reduces),
     "teacher": (teacher_differs, teacher_reduces),
 }
-TASK_SIGNALS = ("answers", "branches", "cue", "first_mistake", "pair_compare")
+TASK_SIGNALS = ("answers", "branches", "cue", "first_mistake", "language", "pair_compare")
 
 
 @pytest.mark.parametrize("name", TASK_SIGNALS)
