@@ -27,7 +27,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from rlvr_jax.core import losses
-from rlvr_jax.rl.registry import Registry
+from rlvr_jax.registry import Registry
 
 POLICY_LOSSES = Registry("policy loss")
 
@@ -114,7 +114,7 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
       spec: LossSpec.
       logps_BxT: log π_θ of the tokens under the current parameters.
       mb: batch arrays: "mask_BxT" (loss mask), "old_logps_BxT", "adv_BxT", and when
-        used "ref_logps_BxT" (KL) and "rollout_logps_BxT" (TIS).
+        used "ref_logps_BxT" (KL) and "behaviour_logps_BxT" (TIS).
       denominator: the aggregation's denominator over the whole minibatch.
       entropy_BxT: per-token entropies (required when spec.entropy_coef > 0).
     Returns:
@@ -130,7 +130,7 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
     )
     if spec.tis_cap:
         w = losses.truncated_importance_weights(
-            mb["old_logps_BxT"], mb["rollout_logps_BxT"], mask, cap=spec.tis_cap
+            mb["old_logps_BxT"], mb["behaviour_logps_BxT"], mask, cap=spec.tis_cap
         )
         pg_BxT = pg_BxT * w
     total_BxT = pg_BxT

@@ -179,7 +179,7 @@ def make_update(
     Returns:
       `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
       [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
-      old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, rollout_logps_BxT,
+      old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, behaviour_logps_BxT,
       old_values_BxT, returns_BxT. Metrics are sums over the minibatch
       ("sum/<name>", with "sum/tokens" to average them) plus loss, grad_norm,
       and the critic's value_loss and critic_grad_norm.

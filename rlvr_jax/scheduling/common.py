@@ -12,6 +12,8 @@ resets the ledger.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 
@@ -87,6 +89,17 @@ class SchedulerBase:
 
     estimator: BetaEstimator | GraphEstimator | None = None
     num_features: int = 0  # PAIR stores prefix features in the ledger
+    # Per-row fields (name -> [R] array) the selection adds to the training batch.
+    batch_fields: ClassVar[tuple[str, ...]] = ()
+    # True: fresh prompts may come from the caller's prompt stream (`propose(stream=)`)
+    # instead of the pool; such a scheduler keeps no per-prompt statistics.
+    stream_prompts: ClassVar[bool] = False
+
+    @classmethod
+    def default_max_rollouts(cls, groups: int, group_size: int, max_rounds: int) -> int:
+        """The rollout cap (ledger capacity) when the caller gives none: 2·B·G."""
+        del max_rounds
+        return 2 * groups * group_size
 
     # -------------------------------------------------------------- protocol
     def init(self, pool: Pool, budget: Budget) -> State:
@@ -113,11 +126,23 @@ class SchedulerBase:
         state.update(self._init_extra(pool, budget))
         return state
 
-    def propose(self, state: State, key, budget: Budget) -> Plan:
-        """The next round's rows (an empty plan ends the step)."""
+    def propose(self, state: State, key, budget: Budget, stream=None) -> Plan:
+        """The next round's rows (an empty plan ends the step).
+
+        Args:
+          state, key, budget: as in `run_step`.
+          stream: optional `stream(count) -> pool indices` of the caller's next
+            prompts, for schedulers with `stream_prompts` (default: prompts not
+            sampled this step, uniformly at random from the pool).
+        """
         if int(state["round"]) >= budget.max_rounds:
             return empty_plan(int(state["round"]))
-        return self._propose(state, np_rng(key), budget)
+        rng = np_rng(key)
+        if stream is None:
+            return self._propose(state, rng, budget)
+        if not self.stream_prompts:
+            raise ValueError(f"{type(self).__name__} selects from its pool; it takes no stream")
+        return self._propose_from(state, rng, budget, stream)
 
     def observe(self, state: State, plan: Plan, outcomes) -> State:
         """Writes the round's outcomes into the ledger and applies the plan's decisions."""
@@ -190,6 +215,12 @@ class SchedulerBase:
         return {}
 
     def _propose(self, state: State, rng: np.random.Generator, budget: Budget) -> Plan:
+        if not self.stream_prompts:
+            raise NotImplementedError
+        return self._propose_from(state, rng, budget, lambda n: self._fresh_prompts(state, rng, n))
+
+    def _propose_from(self, state: State, rng, budget: Budget, fresh: Callable) -> Plan:
+        """`_propose` of a `stream_prompts` scheduler: its fresh prompts are `fresh(count)`."""
         raise NotImplementedError
 
     def _after_observe(self, state: State, plan: Plan, outcomes) -> State:
@@ -215,12 +246,15 @@ class SchedulerBase:
 
 @dataclasses.dataclass(frozen=True)
 class Uniform(SchedulerBase):
-    """B prompts uniformly at random (without replacement), G rollouts each, one round."""
+    """B prompts uniformly at random (without replacement) or the stream's next B, G rollouts
+    each, one round."""
 
-    def _propose(self, state, rng, budget):
+    stream_prompts: ClassVar[bool] = True
+
+    def _propose_from(self, state, rng, budget, fresh):
         if int(state["round"]) > 0:
             return empty_plan(int(state["round"]))
-        return self._full_groups(state, self._fresh_prompts(state, rng, budget.groups), budget, 0)
+        return self._full_groups(state, fresh(budget.groups), budget, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,14 +270,20 @@ class DynamicSampling(SchedulerBase):
     """
 
     oversample: float = 1.0
+    stream_prompts: ClassVar[bool] = True
 
-    def _propose(self, state, rng, budget):
+    @classmethod
+    def default_max_rollouts(cls, groups, group_size, max_rounds):
+        """Room for every round to refill the whole batch: max_rounds·B·G."""
+        return max_rounds * groups * group_size
+
+    def _propose_from(self, state, rng, budget, fresh):
         r = int(state["round"])
         missing = budget.groups - int(np.sum(prompt_stats(state)["effective"]))
         if missing <= 0:
             return empty_plan(r)
-        fresh = self._fresh_prompts(state, rng, int(np.ceil(missing * self.oversample)))
-        return self._full_groups(state, fresh, budget, r)
+        prompts = fresh(int(np.ceil(missing * self.oversample)))
+        return self._full_groups(state, prompts, budget, r)
 
     def _groups(self, state, budget, stats):
         order = order_of_first_use(state)

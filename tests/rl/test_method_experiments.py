@@ -90,10 +90,8 @@ METHODS = {
         signals="answers,pair_compare",
         fields={"credit.om_grpo_contrast.lam": 0.5, "score.pair_compare.judge": "consensus"},
     ),
-    "oc_grpo/oc_grpo": dict(loss="oc_grpo", signals="behaviour", fields={"loss.oc_grpo.cap": 2.0}),
-    "lspo/lspo": dict(
-        loss="lspo", signals="behaviour", fields={"loss.lspo.length_normalise": True}
-    ),
+    "oc_grpo/oc_grpo": dict(loss="oc_grpo", fields={"loss.oc_grpo.cap": 2.0}),
+    "lspo/lspo": dict(loss="lspo", fields={"loss.lspo.length_normalise": True}),
     "gar/gar": dict(signals="gar", fields={"score.gar.beta": 0.5}),
     "hl_gauss/hl_gauss": dict(
         credit="gae",
@@ -192,14 +190,14 @@ def _expected_shape(field, rows, length, nodes):
 def test_method_has_a_pulse(name, tmp_path, monkeypatch):
     _parity_rewards(monkeypatch)
     batches = []
-    original = trainer_lib.Trainer._batch
+    original = trainer_lib.Trainer.credit
 
-    def keep_batch(self, groups):
-        b = original(self, groups)
-        batches.append({k: np.asarray(v) for k, v in b.items()})
+    def keep_batch(self, batch, step, num_groups):
+        b = original(self, batch, step, num_groups)
+        batches.append({k: np.asarray(b[k]) for k in b.names()})
         return b
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", keep_batch)
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", keep_batch)
     c = load(name, "pulse")
     c.eval.at_start = False
     c.checkpoint.export_final = False

@@ -1,18 +1,17 @@
 """The score signal "gar": GAR rewards from the current policy's signatures and expert anchors."""
 
 import json
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
-from flax import nnx
 
 from rlvr_jax.rl import build, signals
 from rlvr_jax.rl import config as config_lib
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import gradient_signals as gs
-from rlvr_jax.rl.rollout import Groups
+from rlvr_jax.rollout import Groups, score
+from rlvr_jax.testing import parity_score_rows, score_context
 from rlvr_jax.train.sft import encode_example, encode_prompt
 
 from .test_config import load_experiment
@@ -48,7 +47,7 @@ def _groups(tokenizer, problems, group_size, rng, response_len=7):
         attention_mask=attn,
         prompt_mask=attn & ~resp,
         response_mask=resp,
-        logps=zeros,
+        behaviour_logps=zeros,
         entropy=zeros,
         group=np.repeat(np.arange(len(problems)), group_size).astype(np.int32),
         valid=np.ones(rows, bool),
@@ -91,19 +90,9 @@ def test_gar_signal_matches_the_kernels_on_the_same_rows(variant="grad_hidden"):
     # Shaped rewards: passing rows 1 (+ an overlong penalty on one), failing ones 0 or penalised.
     g.rewards = g.correct.astype(np.float32)
     g.rewards[[1, 2]] -= 0.25
-    _, params, rest = nnx.split(model, nnx.Param, ...)
-    trainer = types.SimpleNamespace(
-        model=model,
-        tokenizer=tokenizer,
-        state=types.SimpleNamespace(params=params),
-        rest=rest,
-        mesh=None,
-        rules="fsdp",
-        _chunk=lambda: 4,  # 3 row chunks of rollouts
-    )
-    ctx = signals.ScoreContext(config=c, trainer=trainer)
+    ctx = score_context(model, tokenizer, task, chunk=4)  # 3 row chunks of rollouts
     batch = dict(rewards_B=g.rewards, correct_B=g.correct, group_B=g.group, valid_B=g.valid)
-    out = signals.compute(ctx, g, batch)
+    out = gs.gar_signal(ctx, g, batch, **c.score.gar.to_dict())
     assert set(out) == {"rewards_B"}
 
     sig, anchors = _direct_signatures(model, tokenizer, g, variant)
@@ -120,7 +109,8 @@ def test_gar_signal_matches_the_kernels_on_the_same_rows(variant="grad_hidden"):
     np.testing.assert_array_equal(got[~passed], g.rewards[~passed])
     # With the verifier's 0/1 rewards the signal is exactly GAR's reward.
     batch["rewards_B"] = passed.astype(np.float32)
-    np.testing.assert_allclose(signals.compute(ctx, g, batch)["rewards_B"], want, atol=2e-5)
+    got = gs.gar_signal(ctx, g, batch, **c.score.gar.to_dict())["rewards_B"]
+    np.testing.assert_allclose(got, want, atol=2e-5)
 
 
 def test_anchor_rows_layout():
@@ -144,25 +134,16 @@ def test_gar_signal_trainer_pulse(tmp_path, monkeypatch):
     c = load_experiment("grpo", "pulse")
     c.score.signals = "gar"
     c.eval.at_start = False
-    original_sample = trainer_lib.sample_groups
-
-    def sample_groups(*args, **kwargs):
-        # A random model never solves a task: pass rows by parity so GAR has passing rollouts.
-        groups = original_sample(*args, **kwargs)
-        tokens = np.where(groups.response_mask, groups.tokens, 0)
-        groups.correct = tokens.sum(-1) % 2 > 0
-        groups.rewards = groups.correct.astype(np.float32)
-        return groups
-
     seen = []
     original_compute = signals.compute
 
-    def compute(ctx, groups, batch):
-        out = original_compute(ctx, groups, batch)
+    def compute(ctx, groups, batch, names, options):
+        out = original_compute(ctx, groups, batch, names, options)
         seen.append((batch["rewards_B"].copy(), batch["correct_B"] & batch["valid_B"], out))
         return out
 
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    # A random model never solves a task: pass rows by parity so GAR has passing rollouts.
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
     monkeypatch.setattr(signals, "compute", compute)
     trainer_lib.train(c, tmp_path)
     assert len(seen) == 2

@@ -12,6 +12,8 @@ import pytest
 
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import default_config
+from rlvr_jax.rollout import score
+from rlvr_jax.testing import parity_score_rows
 
 from .test_config import BASELINES, load_experiment
 
@@ -40,16 +42,7 @@ def _check_pulse(workdir, result):
 def _parity_rewards(monkeypatch):
     """A random model never solves a task: reward each row by the parity of its tokens instead,
     so that groups differ and every baseline's update (and DAPO's filter) really runs."""
-    original = trainer_lib.sample_groups
-
-    def sample_groups(*args, **kwargs):
-        groups = original(*args, **kwargs)
-        tokens = np.where(groups.response_mask, groups.tokens, 0)
-        groups.rewards = (tokens.sum(-1) % 2).astype(np.float32)
-        groups.correct = groups.rewards > 0
-        return groups
-
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
 
 
 @pytest.mark.parametrize("name", [b for b in BASELINES if b != "grpo"])
@@ -65,7 +58,7 @@ def test_baseline_has_a_pulse(name, tmp_path, monkeypatch):
         assert "loss" not in train[0] and "loss" in train[1]  # critic warm-up step
     if name == "dapo":
         assert all(x["kept_groups"] == 4 for x in train)
-        assert all(x["zero_variance_groups"] < 1 for x in train)
+        assert all(x["select/effective_groups"] == 4 for x in train)
 
 
 def test_cli_runs_grpo_pulse_with_overrides(tmp_path):
@@ -111,18 +104,18 @@ def test_preempted_and_resumed_run_equals_uninterrupted(tmp_path, monkeypatch):
     trainer_lib.train(_pulse(), straight)
 
     resumed = tmp_path / "resumed"
-    original = trainer_lib.Trainer._optimize
+    original = trainer_lib.Trainer.update
 
     def preempt_at_step_1(self, batch, step):
         if step == 1:
             os.kill(os.getpid(), signal.SIGTERM)  # the guard records it; the step finishes
         return original(self, batch, step)
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", preempt_at_step_1)
+    monkeypatch.setattr(trainer_lib.Trainer, "update", preempt_at_step_1)
     out = trainer_lib.train(_pulse(), resumed)
     assert out == {"preempted": True, "step": 2}
     assert not (resumed / "export").exists()
-    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", original)
+    monkeypatch.setattr(trainer_lib.Trainer, "update", original)
     trainer_lib.train(_pulse(), resumed)
 
     a = (straight / "export" / "model.safetensors").read_bytes()
@@ -137,15 +130,15 @@ def test_preempted_and_resumed_run_equals_uninterrupted(tmp_path, monkeypatch):
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    original = trainer_lib.Trainer._batch
+    original = trainer_lib.Trainer.credit
 
-    def poison_step_2(self, groups):
-        batch = original(self, groups)
-        if int(self.state.step) == 1:
-            batch["adv_BxT"] = np.full_like(batch["adv_BxT"], np.nan)
+    def poison_step_2(self, batch, step, num_groups):
+        batch = original(self, batch, step, num_groups)
+        if step == 1:
+            batch = batch.replace(adv_BxT=np.full_like(batch.adv_BxT, np.nan))
         return batch
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", poison_step_2)
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", poison_step_2)
     with pytest.raises(FloatingPointError, match=r"step 2.*checkpoint \(step 1\) is intact"):
         trainer_lib.train(_pulse(), tmp_path)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1"]

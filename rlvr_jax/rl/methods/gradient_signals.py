@@ -26,6 +26,7 @@ from rlvr_jax.core import cscr as cscr_lib
 from rlvr_jax.core import gapo as gapo_lib
 from rlvr_jax.core import gar as gar_lib
 from rlvr_jax.rl import credit, objectives, signals
+from rlvr_jax.tokenizers import encode_prompt, end_of_turn_id
 
 # ------------------------------------------------------------------------------ GAPO
 
@@ -236,8 +237,6 @@ def anchor_rows(tokenizer, problems, *, pad_id: int = 0, multiple: int = _ANCHOR
       (tokens_PxS int32, attention_mask_PxS bool, mask_PxS bool, has_P bool): `mask`
       is True on the solution tokens; `has_P` says which problems have a solution.
     """
-    from rlvr_jax.train.sft import encode_prompt, end_of_turn_id
-
     eot = end_of_turn_id(tokenizer)
     prompts = [encode_prompt(tokenizer, p.prompt) for p in problems]
     sols = [tokenizer.encode(p.solution) + [eot] if p.solution else [] for p in problems]
@@ -258,9 +257,7 @@ def _signature_fn(ctx, variant: str, chunk: int):
     """Jitted (params, rest, tokens, attn, mask) -> sig_BxD of the policy, built once per run."""
     key = ("gar/signature_fn", variant, int(chunk))
     if key not in ctx.cache:
-        t = ctx.trainer
-        # The layout of `state.params` / `rest`: the trainer's split of the policy.
-        graphdef = nnx.split(t.model, nnx.Param, ...)[0]
+        graphdef = ctx.policy.graphdef  # the layout of the policy's params / rest
 
         def fn(params, rest, tokens_BxT, attention_mask_BxT, mask_BxT):
             model = nnx.merge(graphdef, params, rest)
@@ -268,8 +265,8 @@ def _signature_fn(ctx, variant: str, chunk: int):
                 model, tokens_BxT, attention_mask_BxT, mask_BxT, variant=variant, chunk=chunk
             )
 
-        # Traced under the trainer's mesh rules, like its scorer (params stay sharded).
-        ctx.cache[key] = jax.jit(sharding.with_rules(fn, t.mesh, t.rules))
+        # Traced under the run's mesh rules, like the policy's scorer (params stay sharded).
+        ctx.cache[key] = jax.jit(sharding.with_rules(fn, ctx.mesh, ctx.rules))
     return ctx.cache[key]
 
 
@@ -279,7 +276,7 @@ def gar_signal(ctx, groups, batch, *, variant, beta, chunk):
 
     Signatures of the rollouts (their sampled response tokens) and of each
     prompt's expert solution (`anchor_rows`) under the *current* policy
-    (`state.params`, recomputed every step: GAR measures alignment in the
+    (`ctx.policy.params`, recomputed every step: GAR measures alignment in the
     policy's own gradient space, which moves as it trains). With the verifier's
     0/1 reward this is exactly `core.gar.gar_rewards` (1 + β·bonus or 0); ours:
     shaped rewards (overlong penalties, partial credit) are kept and the GAR
@@ -291,14 +288,12 @@ def gar_signal(ctx, groups, batch, *, variant, beta, chunk):
     Returns:
       {"rewards_B": float32 [R]}.
     """
-    t = ctx.trainer
     fn = _signature_fn(ctx, variant, chunk)
-    params, rest, rows = t.state.params, t.rest, t._chunk()
-    pad_id = t.tokenizer.pad_id if t.tokenizer.pad_id is not None else 0
+    params, rest, rows = ctx.policy.params, ctx.policy.rest, ctx.chunk
     resp = groups.response_mask & groups.attention_mask
     rows_in = (groups.tokens, groups.attention_mask, resp)
     sig_BxD = signals.map_row_chunks(fn, (params, rest), rows_in, chunk=rows)
-    a_tok, a_attn, a_mask, has_P = anchor_rows(t.tokenizer, groups.problems, pad_id=pad_id)
+    a_tok, a_attn, a_mask, has_P = anchor_rows(ctx.tokenizer, groups.problems, pad_id=ctx.pad_id)
     anchor_PxD = signals.map_row_chunks(fn, (params, rest), (a_tok, a_attn, a_mask), chunk=rows)
     gar_B, _ = gar_rewards_from_signatures(
         sig_BxD,
