@@ -23,8 +23,9 @@ calls the five stages by name:
 Everything random derives from `config.seed` and the step number, and the
 prompt iterator's position is checkpointed with the train state, so a resumed
 run repeats an uninterrupted one exactly. SIGTERM saves a checkpoint and stops;
-a non-finite loss stops the run before anything is saved (the last checkpoint
-stays the last good one).
+a non-finite loss, and after every update a non-finite or exploded parameter or
+gradient norm (`run.guard`, bounds in `config.guard`), stop the run before
+anything is saved (the last checkpoint stays the last good one).
 
 Multi-process runs (one process per host, `rlvr_jax.distributed`; our design):
 every process reads its own shard of the prompts, `data.prompts_per_step / P`
@@ -74,10 +75,11 @@ from rlvr_jax.rl import build, credit, signals
 from rlvr_jax.rl.batch import Batch
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic
-from rlvr_jax.rl.run_io import RunIO
 from rlvr_jax.rl.select import COUNT_STATS, Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
 from rlvr_jax.rollout import ROLLOUTS, Groups, Request, RolloutContext
+from rlvr_jax.run.guard import param_health
+from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.scheduling import SCHEDULERS
 from rlvr_jax.train.evaluate import evaluate_task
@@ -129,10 +131,12 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
 class Trainer:
     """One RL run: the models, the jitted programs and the host state between steps."""
 
-    def __init__(self, config: ml_collections.ConfigDict, workdir: str | Path):
+    def __init__(
+        self, config: ml_collections.ConfigDict, workdir: str | Path, allow_config_change=()
+    ):
         validate(config)
         self.c = c = config
-        self.io = RunIO(workdir, config)
+        self.io = RunIO(workdir, config, allow_config_change=allow_config_change)
         # Every model, state and jitted program below lives on this mesh (config.mesh).
         self.mesh, self.rules = build.build_mesh(c), c.mesh.rules
         _check_processes(c, self.mesh)
@@ -189,8 +193,7 @@ class Trainer:
             critic_opt = critic_optimizer.init(critic_params)
             self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
             self.value_fn = _on_host_rows(make_value_fn(critic_graphdef, **mesh_kw), self.mesh)
-        rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
-        constant = c.loss.constant or rows * c.rollout.max_new_tokens
+        constant = c.loss.constant or c.rollout.max_new_tokens  # per non-empty row
         kw = dict(
             constant=constant,
             critic_graphdef=critic_graphdef,
@@ -312,8 +315,12 @@ class Trainer:
         totals: dict[str, float] = {}
         pending, n_updates = None, 0
 
-        def add(metrics):
-            for key, v in jax.device_get(metrics).items():
+        def check_and_add(metrics, k):
+            metrics = jax.device_get(metrics)
+            health = metrics.pop("health")
+            # Before anything of this step can be saved: parameters and grad norm sane.
+            self.io.check_update(None, metrics, step + 1, k, health=health)
+            for key, v in metrics.items():
                 totals[key] = totals.get(key, 0.0) + float(v)
 
         for epoch in range(c.train.ppo_epochs):
@@ -326,10 +333,13 @@ class Trainer:
                 # Global micro-batch i: every process's micro-batch i, concatenated.
                 mb = distributed.host_local_to_global(mb, self.mesh, mb_sharding)
                 self.state, metrics = update(self.state, self.rest, self.critic_rest, mb)
+                # Parameter health is dispatched with the update and read with its metrics.
+                params = {"policy": self.state.params, "critic": self.state.critic_params}
+                metrics = dict(metrics, health=param_health(params))
                 if pending is not None:
-                    add(pending)
-                pending, n_updates = metrics, n_updates + 1
-        add(pending)
+                    check_and_add(*pending)
+                pending, n_updates = (metrics, n_updates), n_updates + 1
+        check_and_add(*pending)
         out = {k: v / n_updates for k, v in totals.items() if not k.startswith("sum/")}
         tokens = max(totals.get("sum/tokens", 0.0), 1.0)
         for k, v in totals.items():
@@ -402,8 +412,8 @@ class Trainer:
                 )
                 if "loss" in stats and not np.isfinite(stats["loss"]):
                     raise FloatingPointError(
-                        f"loss is {stats['loss']} at step {step}; stopping. The last good "
-                        f"checkpoint (step {self.io.latest_step()}) is intact"
+                        f"loss is {stats['loss']} at step {step}; stopping. "
+                        + self.io.resume_hint()
                     )
                 self.io.log_train(step, c.train.steps, stats)
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
@@ -461,9 +471,15 @@ def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
     }
 
 
-def train(config: ml_collections.ConfigDict, workdir: str | Path) -> dict[str, Any]:
-    """Runs (or resumes) the RL experiment of `config` in `workdir`; returns the final eval."""
-    trainer = Trainer(config, workdir)
+def train(
+    config: ml_collections.ConfigDict, workdir: str | Path, allow_config_change=()
+) -> dict[str, Any]:
+    """Runs (or resumes) the RL experiment of `config` in `workdir`; returns the final eval.
+
+    `allow_config_change` names config fields a resume may change (`run_io.RunIO`);
+    a run stopped by SIGTERM returns {"preempted": True, "step": ...}.
+    """
+    trainer = Trainer(config, workdir, allow_config_change)
     try:
         return trainer.run()
     finally:
