@@ -68,6 +68,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed, sharding
+from rlvr_jax.core.losses import kl_in_reward
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
 from rlvr_jax.rl import batch as batch_lib
@@ -273,10 +274,17 @@ class Trainer:
         names = signals.signal_names(c)
         batch = signals.compute(ctx, g, batch, names, {n: c.score[n].to_dict() for n in names})
         rewards = batch.rewards_B
-        if c.loss.kl_reward_coef:
-            kl_B = np.sum(np.where(mask, batch.old_logps_BxT - batch.ref_logps_BxT, 0.0), -1)
-            rewards = rewards - c.loss.kl_reward_coef * kl_B
-        batch = batch.replace(rewards_B=rewards.astype(np.float32))
+        if c.loss.kl_reward_coef:  # r − β Σ_t KL_t, the estimator of loss.kl_kind
+            rewards = kl_in_reward(
+                rewards,
+                batch.old_logps_BxT,
+                batch.ref_logps_BxT,
+                mask,
+                beta=c.loss.kl_reward_coef,
+                kind=c.loss.kl_kind,
+                k3_cap=c.loss.kl_clamp,
+            )
+        batch = batch.replace(rewards_B=np.asarray(rewards, np.float32))
         if c.critic.enabled:
             critic = (self.state.critic_params, self.critic_rest)
             values = signals.map_row_chunks(self.value_fn, critic, args, chunk=self._chunk())

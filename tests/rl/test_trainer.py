@@ -7,12 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import default_config
-from rlvr_jax.rollout import score
+from rlvr_jax.rollout import Request, score
 from rlvr_jax.testing import parity_score_rows
 
 from .test_config import BASELINES, load_experiment
@@ -159,3 +160,31 @@ def test_rerun_with_a_different_algorithm_is_refused(tmp_path):
 def test_default_config_is_the_countdown_warm_start():
     c = default_config()
     assert (c.model.source, c.model.domain, c.task.name) == ("warm_start", "countdown", "countdown")
+
+
+def _score_one_step(tmp_path, **loss):
+    """One rollout of the pulse config scored by the trainer, the policy moved off the reference."""
+    c = load_experiment("grpo", "pulse")
+    c.loss.recompute_old_logps = True  # old log-probs under the moved policy
+    for k, v in loss.items():
+        c.loss[k] = v
+    t = trainer_lib.Trainer(c, tmp_path)
+    moved = jax.tree.map(lambda p: p * 1.05, t.state.params)
+    t.state = t.state.replace(params=moved)
+    t._sync_model()
+    problems = t.task.problems(2, "train")
+    groups = t.rollout(Request(problems, np.array([2, 2])), jax.random.PRNGKey(0))
+    batch = t.score(groups, {}, step=0)
+    t.io.close()
+    return groups.trim(32), batch
+
+
+@pytest.mark.parametrize("kind", ["k1", "k2", "k3"])
+def test_kl_in_the_reward_uses_the_configured_estimator(kind, tmp_path):
+    g, b = _score_one_step(tmp_path, kl_reward_coef=0.5, kl_kind=kind, kl_clamp=0.0)
+    m = b.mask_BxT
+    d = np.where(m, b.old_logps_BxT.astype(np.float64) - b.ref_logps_BxT, 0.0)
+    kl = {"k1": d, "k2": 0.5 * d**2, "k3": np.exp(-d) + d - 1}[kind]
+    want = g.rewards - 0.5 * np.where(m, kl, 0.0).sum(-1)
+    assert np.abs(d).max() > 1e-3  # the policy really moved off the reference
+    np.testing.assert_allclose(b.rewards_B, want, rtol=1e-5, atol=1e-5)
