@@ -67,6 +67,8 @@ SCHEDULER_KEY = 2**31 - 1
 # Select statistics that are counts (summed over processes); the rest are means.
 COUNT_STATS = (
     "kept_groups",
+    "select/short_groups",
+    "select/cap_hit",
     "dropped_groups",
     "select/rollouts",
     "select/tokens",
@@ -229,7 +231,18 @@ class Select:
         fields = {"incl_prob_B": incl, "candidates_B": cands.astype(np.int32)}
         done = [r for r in rows.values() if "reward" in r]
         stats = {f"select/{k}": float(v) for k, v in sel.stats.items()}
+        # A batch short of B groups after a cap (select.max_rounds / max_rollouts) was hit.
+        short = b - keep_groups
+        capped = sel.stats["rounds"] >= self.budget.max_rounds
+        capped |= sel.stats["rollouts"] >= self.budget.max_rollouts
+        if short > 0 and capped:
+            log.warning(
+                "select %r hit its cap (select.max_rounds = %d, select.max_rollouts = %d): "
+                "%d of %d groups missing",
+                self.c.select.name, self.budget.max_rounds, self.budget.max_rollouts, short, b,
+            )  # fmt: skip
         stats.update(
+            {"select/short_groups": float(short), "select/cap_hit": float(short > 0 and capped)},
             kept_groups=float(keep_groups),
             dropped_groups=float(sel.num_groups - keep_groups),
             reward=float(np.mean([r["reward"] for r in done])) if done else 0.0,

@@ -57,7 +57,8 @@ def new_rows(state: State, prompts, counts, budget: Budget, start: int = 0):
 
 
 def prompt_stats(state: State) -> dict[str, np.ndarray]:
-    """Per pool prompt over this step's complete rollouts: n, successes, reward min/max, started."""
+    """Per pool prompt over this step's complete rollouts: n, successes k, started, effective
+    (rewards not all equal) and mixed (0 < k < n: the verifier's verdicts differ)."""
     led = state["ledger"]
     n_pool = len(state["status"])
     used = np.arange(len(led["prompt"])) < led["count"]
@@ -67,11 +68,14 @@ def prompt_stats(state: State) -> dict[str, np.ndarray]:
     rmax = np.full(n_pool, -np.inf, np.float32)
     np.minimum.at(rmin, p[done], led["reward"][done])
     np.maximum.at(rmax, p[done], led["reward"][done])
+    n = np.bincount(p[done], minlength=n_pool)
+    k = np.bincount(p[done], weights=led["correct"][done], minlength=n_pool).astype(int)
     return {
-        "n": np.bincount(p[done], minlength=n_pool),
-        "k": np.bincount(p[done], weights=led["correct"][done], minlength=n_pool).astype(int),
+        "n": n,
+        "k": k,
         "started": np.bincount(p[used], minlength=n_pool),
         "effective": rmax > rmin,
+        "mixed": (k > 0) & (k < n),
     }
 
 
@@ -261,16 +265,31 @@ class Uniform(SchedulerBase):
 class DynamicSampling(SchedulerBase):
     """DAPO dynamic sampling: sample full groups, keep those with 0 < #correct < G, refill.
 
-    Paper-fixed: drop all-equal groups and resample until B are kept. Ours: each
-    round samples ceil(oversample · missing) fresh prompts; the caps are
-    budget.max_rounds and budget.max_rollouts (a short batch is returned short).
+    Paper-fixed: keep the groups whose verifier verdicts are mixed (0 < #correct
+    < G; all-correct and all-wrong groups have zero advantage) and resample
+    until B are kept. Ours: each round samples ceil(oversample · missing) fresh
+    prompts; the caps are budget.max_rounds and budget.max_rollouts (a short
+    batch is returned short; the caller logs it).
 
     Attributes:
       oversample: prompts sampled per missing group in each round (ours: 1.0).
+      keep: "verdict" (DAPO: 0 < #correct < G) or "reward" (rewards not all
+        equal: shaped rewards, e.g. overlong penalties, can make an all-wrong
+        group look informative).
     """
 
     oversample: float = 1.0
+    keep: str = "verdict"
     stream_prompts: ClassVar[bool] = True
+
+    def __post_init__(self):
+        if self.keep not in ("verdict", "reward"):
+            raise ValueError(f"DynamicSampling.keep = {self.keep!r}; valid: verdict, reward")
+        if not self.oversample > 0:
+            raise ValueError(f"DynamicSampling.oversample = {self.oversample!r}; must be > 0")
+
+    def _kept(self, stats) -> np.ndarray:
+        return stats["mixed"] if self.keep == "verdict" else stats["effective"]
 
     @classmethod
     def default_max_rollouts(cls, groups, group_size, max_rounds):
@@ -279,7 +298,7 @@ class DynamicSampling(SchedulerBase):
 
     def _propose_from(self, state, rng, budget, fresh):
         r = int(state["round"])
-        missing = budget.groups - int(np.sum(prompt_stats(state)["effective"]))
+        missing = budget.groups - int(np.sum(self._kept(prompt_stats(state))))
         if missing <= 0:
             return empty_plan(r)
         prompts = fresh(int(np.ceil(missing * self.oversample)))
@@ -287,7 +306,7 @@ class DynamicSampling(SchedulerBase):
 
     def _groups(self, state, budget, stats):
         order = order_of_first_use(state)
-        return order[stats["effective"][order]][: budget.groups]
+        return order[self._kept(stats)[order]][: budget.groups]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -126,6 +126,38 @@ def test_dynamic_sampling_cap_pads_with_masked_rows():
     assert stats["kept_groups"] == 0 and stats["select/rounds"] == 1
 
 
+def test_dynamic_sampling_keeps_groups_by_verdict_not_by_shaped_rewards(caplog):
+    # Every group is wrong (correct = reward > 0.5) but its shaped rewards differ.
+    c = _config("dynamic_sampling", b=2, g=2, rounds=2)
+    sel, _ = _select(c)
+    groups, stats, _ = sel.step(jax.random.PRNGKey(0), _fake_rollout(lambda p, r: -0.25 * r, []))
+    assert not groups.valid.any() and stats["kept_groups"] == 0
+    # The cap was hit: logged as a metric and a warning.
+    assert stats["select/cap_hit"] == 1 and stats["select/short_groups"] == 2
+    assert "hit its cap" in caplog.text and "2 of 2 groups missing" in caplog.text
+    # The old criterion (rewards not all equal) is an option.
+    c.select.dynamic_sampling.keep = "reward"
+    sel, _ = _select(c)
+    groups, stats, _ = sel.step(jax.random.PRNGKey(0), _fake_rollout(lambda p, r: -0.25 * r, []))
+    assert groups.valid.all() and stats["kept_groups"] == 2 and stats["select/cap_hit"] == 0
+
+
+def test_dynamic_sampling_resamples_until_the_batch_is_full():
+    c = _config("dynamic_sampling", b=2, g=2, rounds=20)
+    sel, _ = _select(c)
+    seen = []
+    stream = prompt_batches(TaskSource(TASK, "train", size=64), batch_size=2, seed=0)
+    order = [p.id for _ in range(8) for p in next(stream).problems()]
+    mixed = set(order[5:])  # the first five prompts of the stream are all wrong
+
+    def reward(p, r):
+        return float(r % 2) if p.id in mixed else -0.25 * r
+
+    groups, stats, _ = sel.step(jax.random.PRNGKey(0), _fake_rollout(reward, seen))
+    assert groups.valid.all() and stats["kept_groups"] == 2 and stats["select/cap_hit"] == 0
+    assert all(p.id in mixed for p in groups.problems) and stats["select/rounds"] > 2
+
+
 def test_pair_declares_its_batch_fields_and_validate_names_the_scheduler():
     c = _config("pair")
     sel = Select(c, None, toy_tokenizer(), TASK, None, pad_id=0)
