@@ -455,7 +455,7 @@ def _check_ranges(c: ml_collections.ConfigDict) -> None:
         0: ("train.micro_batch_size", "eval.every", "optimizer.warmup_steps", "rollout.top_k",
             "eval.temperature", "rollout.temperature", "optimizer.weight_decay",
             "optimizer.clip_norm", "loss.kl_coef", "loss.kl_reward_coef", "loss.tis_cap",
-            "loss.constant", "log.progress_every_s", "guard.max_grad_norm",
+            "loss.constant", "loss.kl_clamp", "log.progress_every_s", "guard.max_grad_norm",
             "guard.max_param_abs"),
     }  # fmt: skip
     for minimum, fields in at_least.items():

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -48,7 +49,11 @@ def _records(n):
     return [{"problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(n)]
 
 
-def _timed(task, problem, response):
+def _timed(task, problem, response, settle=True):
+    """(verdict, seconds) of one verify, timed once no checker is busy or restarting (a
+    killed checker's replacement takes seconds; waiting for it is not the check's time)."""
+    if settle and task.checker == "math_verify":
+        assert math_data._get_pool().wait_idle()
     start = time.perf_counter()
     verdict = task.verify(problem, response)
     return verdict, time.perf_counter() - start
@@ -302,8 +307,9 @@ def test_timeout_holds_in_threads(warm):
     verdict, seconds = _timed(task, _gold("1"), f"\\boxed{{{SLOW}}}")
     assert verdict.reason == TIMEOUT and seconds < 0.1
     calls = [(_gold("1"), f"\\boxed{{{SLOW}}}"), (_gold("\\frac{1}{2}"), "\\boxed{0.5}")]
+    assert math_data._get_pool().wait_idle()  # the killed checker's replacement is up
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda c: _timed(task, *c), calls))
+        results = list(pool.map(lambda c: _timed(task, *c, settle=False), calls))
     assert [v.reason for v, _ in results] == [TIMEOUT, CORRECT]
     assert max(s for _, s in results) < 0.1
     assert task.verify(_gold("\\frac{1}{2}"), "\\boxed{1/2}").reason == CORRECT
@@ -449,3 +455,15 @@ def test_checker_processes_start_when_the_task_is_built(monkeypatch):
     assert not started
     tasks.get("math_file")
     assert started
+
+
+def test_busy_checkers_never_turn_a_correct_answer_into_a_timeout(warm):
+    """Every checker busy (other threads) or restarting: the call waits for one, and only
+    the check itself is held to timeout_s (before: TIMEOUT after timeout_s of queueing)."""
+    pool = math_data._get_pool()
+    assert pool.wait_idle()
+    held = [pool._idle.get() for _ in range(pool._live)]  # white-box: all checkers busy
+    threading.Timer(0.5, lambda: [pool._idle.put(c) for c in held]).start()
+    task = tasks.get("math_file", timeout_s=0.3)
+    verdict = task.verify(_gold("\\frac{1}{2}"), "\\boxed{0.5}")
+    assert verdict.reason == CORRECT, verdict
