@@ -351,8 +351,15 @@ class Trainer:
         out = {k: v / n_updates for k, v in totals.items() if not k.startswith("sum/")}
         tokens = max(totals.get("sum/tokens", 0.0), 1.0)
         for k, v in totals.items():
-            if k.startswith("sum/") and k != "sum/tokens":
-                out[k[4:] if k != "sum/ratio" else "ratio_mean"] = v / tokens
+            name = k.removeprefix("sum/")
+            if name == k or name == "tokens" or name.startswith("tokens@"):
+                continue
+            if "@" in name:  # a fraction over a subset of the tokens, counted by tokens@subset
+                count = totals.get("sum/tokens@" + name.split("@", 1)[1], 0.0)
+                if count:
+                    out[name] = v / count
+                continue
+            out[name if name != "ratio" else "ratio_mean"] = v / tokens
         for name in ("clip_low", "clip_high", "dual_clip"):
             if name in out:
                 out[f"{name}_frac"] = out.pop(name)

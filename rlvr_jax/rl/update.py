@@ -4,7 +4,8 @@
 optimizer state, optionally the critic's, the RL step count and the run's base
 PRNG key. `make_update` builds `update(state, rest, critic_rest, mb) -> (state,
 metrics)` for one minibatch stacked as [n_micro, rows, ...]: it computes the
-loss denominator over the whole minibatch first, accumulates the gradients of
+loss denominator (and a loss's `objectives.minibatch_stats`) over the whole
+minibatch first, accumulates the gradients of
 the micro-batches with `lax.scan` (each normalised by that global denominator,
 so the sum equals the full-minibatch gradient), then applies the optimizer.
 """
@@ -186,13 +187,13 @@ def make_update(
     """
     with_entropy = bool(spec.entropy_coef)
 
-    def policy_loss_fn(params, rest, mb, denom):
+    def policy_loss_fn(params, rest, mb, denom, minibatch):
         model = nnx.merge(graphdef, params, rest)
         out = token_logps(
             model, mb["tokens_BxT"], mb["attention_mask_BxT"], with_entropy=with_entropy
         )
         logps, ent = out if with_entropy else (out, None)
-        return objectives.policy_loss(spec, logps, mb, denom, ent)
+        return objectives.policy_loss(spec, logps, mb, denom, ent, minibatch)
 
     def critic_loss_fn(params, rest, mb, denom):
         critic = nnx.merge(critic_graphdef, params, rest)
@@ -225,9 +226,13 @@ def make_update(
         metrics = {"sum/tokens": jnp.sum(flat_mask, dtype=jnp.float32)}
         params, opt_state = state.params, state.opt_state
         if train_policy:
+            # Over the whole minibatch, before the micro-batches: the denominator and the
+            # loss's own statistics (GAPO's Ā), so the split cannot change the gradient.
             denom = objectives.denominator(spec, flat_mask, constant)
+            flat = jax.tree.map(lambda x: x.reshape((n * rows,) + x.shape[2:]), mb)
+            stats = objectives.minibatch_stats(spec, flat)
             loss, sums, grads = _scan_grads(
-                lambda p, b: policy_loss_fn(p, rest, b, denom), params, mb
+                lambda p, b: policy_loss_fn(p, rest, b, denom, stats), params, mb
             )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)

@@ -31,9 +31,14 @@ METHODS = {
         signals="first_mistake",
         fields={"task.name": "arithmetic", "model.domain": "arithmetic", "credit.cliff.a": 1.0},
     ),
-    "gapo/gapo": dict(loss="gapo", fields={"loss.gapo.eps_low": 0.2, "loss.gapo.eps_min": 0.1}),
+    "gapo/gapo": dict(
+        loss="gapo",
+        signals="group_success",
+        fields={"loss.gapo.eps_low": 0.2, "loss.gapo.eps_min": 0.1},
+    ),
     "gapo/gapo_gspo": dict(
         loss="gapo_gspo",
+        signals="group_success",
         fields={"loss.gapo_gspo.eps_high": 4e-4, "loss.aggregation": "seq-mean-token-mean"},
     ),
     "opsa/opsa": dict(transforms="opsa", fields={"credit.opsa.c": 1.0, "credit.opsa.rl_coef": 0.0}),
