@@ -4,7 +4,8 @@ LSPO detects all-fail prompts, fits a throw-away LoRA adapter on their reference
 solutions, re-rolls them with base + adapter, splices the successes into the
 batch and trains the base with a truncated importance correction
 π_base / π_adapter (loss "lspo": PPO clip × a length-normalised sequence weight,
-`core.off_context`); μ comes from the score signal "behaviour".
+`core.off_context`); μ is the batch's behaviour_logps_BxT, the log-probs the
+rollout stage sampled from.
 
 What this run reproduces: the importance-corrected update only. The rollout
 stage has no adapter re-rolls yet, so every row is on-policy, μ = the
@@ -27,8 +28,6 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 def get_config(variant: str = ""):
     c = default_config()
-    c.score.signals = "behaviour"  # behaviour_logps_BxT = log μ (the sampler's)
-    c.score.behaviour.context = ""
     c.credit.name = "grpo"
     c.loss.name = "lspo"
     c.loss.lspo.cap = 2.0  # C (ours)

@@ -3,17 +3,13 @@
 OC-GRPO generates rollouts with privileged guidance (a solution prefix) in the
 prompt and trains the unguided policy on them, the PPO surrogate weighted by a
 truncated importance weight w = π_old(·|x) / μ(·|x, guide) (loss "oc_grpo",
-`core.off_context`); μ comes from the score signal "behaviour".
+`core.off_context`); μ is the batch's behaviour_logps_BxT, the log-probs the
+rollout stage sampled from.
 
 What this run reproduces: the importance-corrected update only. The rollout
 stage has no guided generation yet, so the rollouts here are on-policy,
-μ = the sampler's own log-probs (score.behaviour.context = ""), and w = 1
-exactly: the run equals GRPO with the token clip, a check that the off-context
-path is neutral on-policy. Once guided rollouts exist and keep their sampling
-log-probs, the same config trains OC-GRPO; if the batch instead holds the
-unguided prompt, set --config.score.behaviour.context="A solution:\\n{solution}"
-to rescore μ under the guided prompt. (Setting it on today's on-policy rollouts
-would weight them by a wrong μ.)
+μ = the sampler's own log-probs, and w = 1 exactly: the run equals GRPO with
+the token clip, a check that the off-context path is neutral on-policy.
 
 Paper-fixed (abstract): guided rollouts, ratio to the unguided prompt,
 importance-corrected and truncated.
@@ -30,8 +26,6 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 def get_config(variant: str = ""):
     c = default_config()
-    c.score.signals = "behaviour"  # behaviour_logps_BxT = log μ
-    c.score.behaviour.context = ""  # μ = the sampler's log-probs (see the docstring)
     c.credit.name = "grpo"
     c.loss.name = "oc_grpo"
     c.loss.oc_grpo.cap = 2.0  # C: truncation of w (ours)

@@ -4,7 +4,8 @@
 optimizer state, optionally the critic's, the RL step count and the run's base
 PRNG key. `make_update` builds `update(state, rest, critic_rest, mb) -> (state,
 metrics)` for one minibatch stacked as [n_micro, rows, ...]: it computes the
-loss denominator over the whole minibatch first, accumulates the gradients of
+loss denominator (and a loss's `objectives.minibatch_stats`) over the whole
+minibatch first, accumulates the gradients of
 the micro-batches with `lax.scan` (each normalised by that global denominator,
 so the sum equals the full-minibatch gradient), then applies the optimizer.
 """
@@ -129,20 +130,20 @@ def make_update(
     Returns:
       `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
       [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
-      old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, rollout_logps_BxT,
+      old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, behaviour_logps_BxT,
       old_values_BxT, returns_BxT. Metrics are sums over the minibatch
       ("sum/<name>", with "sum/tokens" to average them) plus loss, grad_norm,
       and the critic's value_loss and critic_grad_norm.
     """
     with_entropy = bool(spec.entropy_coef)
 
-    def policy_loss_fn(params, rest, mb, denom):
+    def policy_loss_fn(params, rest, mb, denom, minibatch):
         model = nnx.merge(graphdef, params, rest)
         out = token_logps(
             model, mb["tokens_BxT"], mb["attention_mask_BxT"], with_entropy=with_entropy
         )
         logps, ent = out if with_entropy else (out, None)
-        return objectives.policy_loss(spec, logps, mb, denom, ent)
+        return objectives.policy_loss(spec, logps, mb, denom, ent, minibatch)
 
     def critic_loss_fn(params, rest, mb, denom):
         critic = nnx.merge(critic_graphdef, params, rest)
@@ -175,9 +176,13 @@ def make_update(
         metrics = {"sum/tokens": jnp.sum(flat_mask, dtype=jnp.float32)}
         params, opt_state = state.params, state.opt_state
         if train_policy:
+            # Over the whole minibatch, before the micro-batches: the denominator and the
+            # loss's own statistics (GAPO's Ā), so the split cannot change the gradient.
             denom = objectives.denominator(spec, flat_mask, constant)
+            flat = jax.tree.map(lambda x: x.reshape((n * rows,) + x.shape[2:]), mb)
+            stats = objectives.minibatch_stats(spec, flat)
             loss, sums, grads = _scan_grads(
-                lambda p, b: policy_loss_fn(p, rest, b, denom), params, mb
+                lambda p, b: policy_loss_fn(p, rest, b, denom, stats), params, mb
             )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)

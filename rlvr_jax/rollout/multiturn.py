@@ -31,7 +31,7 @@ import numpy as np
 
 from rlvr_jax.sampling import Rollout, Sampler, SamplingParams
 from rlvr_jax.tasks.base import MALFORMED, Problem
-from rlvr_jax.tokenizers import Tokenizer
+from rlvr_jax.tokenizers import Tokenizer, cut_at_stop
 
 
 class StepLike(Protocol):
@@ -61,14 +61,6 @@ def observation_ids(tokenizer: Tokenizer, observation: str) -> list[int]:
       The ids, a list of ints.
     """
     return tokenizer.encode(observation_text(observation))
-
-
-def cut_at_stop(ids: Sequence[int], stop_ids: Sequence[int]) -> list[int]:
-    """`ids` up to (excluding) the first stop token."""
-    for j, t in enumerate(ids):
-        if t in stop_ids:
-            return list(ids[:j])
-    return list(ids)
 
 
 @dataclasses.dataclass

@@ -372,15 +372,21 @@ class RunIO:
     def preemption(self) -> PreemptionGuard:
         return PreemptionGuard()
 
-    def check_update(self, state, metrics: dict[str, Any], step: int, update: int = 0) -> None:
+    def check_update(
+        self, state, metrics: dict[str, Any], step: int, update: int = 0, health=None
+    ) -> None:
         """Raises `guard.Diverged` if an optimizer update left a non-finite or exploded state.
 
         Call after every update, before the step can be saved: the policy's and
         critic's parameters and the update's gradient norms are checked against
-        `config.guard`.
+        `config.guard`. `health`: `guard.param_health` of those parameters, if
+        already computed (then `state` may be None).
         """
-        params = {"policy": state.params, "critic": state.critic_params}
-        self.guard.check(params, metrics, step=step, update=update, last_good=self.latest_step())
+        params = None
+        if health is None:
+            params = {"policy": state.params, "critic": state.critic_params}
+        last = self.latest_step()
+        self.guard.check(params, metrics, step=step, update=update, last_good=last, health=health)
 
     def resume_hint(self) -> str:
         """Where a rerun resumes from (for errors that stop a run)."""

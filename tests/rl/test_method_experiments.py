@@ -39,9 +39,14 @@ METHODS = {
         signals="first_mistake",
         fields={"task.name": "arithmetic", "model.domain": "arithmetic", "credit.cliff.a": 1.0},
     ),
-    "gapo/gapo": dict(loss="gapo", fields={"loss.gapo.eps_low": 0.2, "loss.gapo.eps_min": 0.1}),
+    "gapo/gapo": dict(
+        loss="gapo",
+        signals="group_success",
+        fields={"loss.gapo.eps_low": 0.2, "loss.gapo.eps_min": 0.1},
+    ),
     "gapo/gapo_gspo": dict(
         loss="gapo_gspo",
+        signals="group_success",
         fields={"loss.gapo_gspo.eps_high": 4e-4, "loss.aggregation": "seq-mean-token-mean"},
     ),
     "opsa/opsa": dict(transforms="opsa", fields={"credit.opsa.c": 1.0, "credit.opsa.rl_coef": 0.0}),
@@ -102,10 +107,8 @@ METHODS = {
         signals="answers,pair_compare",
         fields={"credit.om_grpo_contrast.lam": 0.5, "score.pair_compare.judge": "consensus"},
     ),
-    "oc_grpo/oc_grpo": dict(loss="oc_grpo", signals="behaviour", fields={"loss.oc_grpo.cap": 2.0}),
-    "lspo/lspo": dict(
-        loss="lspo", signals="behaviour", fields={"loss.lspo.length_normalise": True}
-    ),
+    "oc_grpo/oc_grpo": dict(loss="oc_grpo", fields={"loss.oc_grpo.cap": 2.0}),
+    "lspo/lspo": dict(loss="lspo", fields={"loss.lspo.length_normalise": True}),
     "gar/gar": dict(
         signals="gar",
         credit="reinforce_pp",  # the GAR reward is the advantage (reference code)
@@ -578,14 +581,14 @@ def test_method_has_a_pulse(name, tmp_path, monkeypatch):
         section, key = field.rsplit(".", 1)
         _get(c, section)[key] = value
     batches = []
-    original = trainer_lib.Trainer._batch
+    original = trainer_lib.Trainer.credit
 
-    def keep_batch(self, groups):
-        b = original(self, groups)
-        batches.append({k: np.asarray(v) for k, v in b.items()})
+    def keep_batch(self, batch, step, num_groups):
+        b = original(self, batch, step, num_groups)
+        batches.append({k: np.asarray(b[k]) for k in b.names()})
         return b
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", keep_batch)
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", keep_batch)
     c.eval.at_start = False
     c.checkpoint.export_final = False
     trainer_lib.train(c, tmp_path)
