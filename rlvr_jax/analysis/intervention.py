@@ -20,8 +20,8 @@ import numpy as np
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.tasks.base import CORRECT
 from rlvr_jax.tasks.countdown import solution_coverage, trace_family
-from rlvr_jax.train.evaluate import cut_at_stop, pass_at_k
-from rlvr_jax.train.sft import encode_prompt
+from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
+from rlvr_jax.train.evaluate import pass_at_k
 
 
 def family_key(family: tuple[str, str] | None) -> str | None:

@@ -22,8 +22,7 @@ from flax import nnx
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.tasks.countdown import first_operator_span
-from rlvr_jax.train.evaluate import cut_at_stop
-from rlvr_jax.train.sft import encode_prompt
+from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
 
 
 def operator_token_index(tokenizer, ids: Sequence[int]) -> int | None:

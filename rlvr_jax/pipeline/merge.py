@@ -29,7 +29,7 @@ from flax import nnx
 from rlvr_jax.models import load_pretrained, save_pretrained
 from rlvr_jax.models.checkpoint import hf_name
 from rlvr_jax.models.transformer import Transformer
-from rlvr_jax.rl.registry import Registry
+from rlvr_jax.registry import Registry
 
 MERGES = Registry("merge method")
 

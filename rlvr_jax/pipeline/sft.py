@@ -140,7 +140,7 @@ def sample_verified(
       One list per problem of (response text, correct) pairs.
     """
     from rlvr_jax.sampling import Sampler, SamplingParams
-    from rlvr_jax.train.evaluate import cut_at_stop
+    from rlvr_jax.tokenizers import cut_at_stop
 
     stop = tokenizer.stop_ids
     params = SamplingParams(

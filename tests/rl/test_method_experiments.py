@@ -23,7 +23,7 @@ from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.tasks import CORRECT, arithmetic
-from rlvr_jax.train.evaluate import cut_at_stop
+from rlvr_jax.tokenizers import cut_at_stop
 from rlvr_jax.train.sft import end_of_turn_id
 
 from .test_trainer import _parity_rewards

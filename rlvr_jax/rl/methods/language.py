@@ -55,7 +55,7 @@ def language_signal(ctx, groups, batch, *, weight, language):
     for row in rows:
         if row is not None and not language and "language" not in row.problem.metadata:
             raise ValueError(
-                f"config.score.language.language is empty but task {ctx.config.task.name!r} has no "
+                f"config.score.language.language is empty but task {ctx.task.name!r} has no "
                 "problem language; set the target language"
             )
         targets.append(language or (row.problem.metadata["language"] if row else "en"))
