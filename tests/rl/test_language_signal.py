@@ -7,7 +7,6 @@ import pytest
 
 from rlvr_jax import tasks
 from rlvr_jax.rl import signals
-from rlvr_jax.rl.config import default_config
 from rlvr_jax.rl.methods.language import language_bonus
 from rlvr_jax.train.warmstart import default_tokenizer
 
@@ -38,9 +37,8 @@ def _step(texts, problems, group, valid):
         group=np.asarray(group),
         problems=problems,
     )
-    c = default_config()
-    c.task.name = "multilingual_mix"
-    ctx = signals.ScoreContext(config=c, trainer=types.SimpleNamespace(tokenizer=tok))
+    task = types.SimpleNamespace(name="multilingual_mix")
+    ctx = signals.ScoreContext(tok, task, policy=None)
     return ctx, groups
 
 
