@@ -331,6 +331,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
     choice("task.name", c.task.name, tasks.names())
     choice("select.name", c.select.name, list(SCHEDULERS))
     choice("rollout.name", c.rollout.name, ROLLOUTS.names())
+    _validate_rollout(c)
     choice("select.estimator", c.select.estimator, select.ESTIMATOR_NAMES)
     choice("credit.name", c.credit.name, credit.ESTIMATORS.names())
     names = transform_names(c)
@@ -498,4 +499,49 @@ def _check_ranges(c: ml_collections.ConfigDict) -> None:
             "data.group_size",
             f">= 2 for the group-relative estimator config.credit.name = {c.credit.name!r} "
             "(one rollout per group gives every row a zero advantage)",
+        )
+
+
+def _validate_rollout(c: ml_collections.ConfigDict) -> None:
+    """The rollout plug-in's option ranges and what it needs from the other stages."""
+    name, r = c.rollout.name, c.rollout[c.rollout.name]
+
+    def within(field, lo, hi, lo_open=False):
+        v = r[field]
+        if v < lo or v > hi or (lo_open and v == lo):
+            bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+            raise ValueError(f"config.rollout.{name}.{field} = {v!r}; must be in {bound}")
+
+    if name == "latent_noise":
+        from rlvr_jax.rollout.noise import OLD_LOGPS
+
+        if r.old_logps not in OLD_LOGPS:
+            raise ValueError(
+                f"config.rollout.latent_noise.old_logps = {r.old_logps!r}; valid: "
+                f"{', '.join(OLD_LOGPS)}"
+            )
+        within("sigma", 0.0, 1e3)
+        within("fraction", 0.0, 1.0)
+    if name == "guided":
+        within("fraction", 0.0, 1.0, lo_open=True)
+        within("prefix_frac", 0.0, 1.0)
+    if name == "lora_scaffold":
+        for field in ("rank", "steps"):
+            within(field, 1, 1 << 16)
+        within("lr", 0.0, 1.0, lo_open=True)
+        for field in ("rerolls", "max_splice"):
+            within(field, 0, 1 << 16)
+    # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
+    # the trainer must score pi_old itself.
+    off_policy = name in ("guided", "lora_scaffold")
+    off_policy |= name == "latent_noise" and r.old_logps == "clean"
+    if off_policy and not c.loss.recompute_old_logps:
+        raise ValueError(
+            f"config.rollout.name = {name!r} samples from another context or weights than "
+            "pi_old: set config.loss.recompute_old_logps = True"
+        )
+    if name == "multi_turn" and c.reward.overlong_cache:
+        raise ValueError(
+            "config.reward.overlong_cache penalises one response's length; with "
+            "config.rollout.name = 'multi_turn' (responses over several turns) set it to 0"
         )

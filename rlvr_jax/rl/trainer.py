@@ -85,6 +85,7 @@ from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.scheduling import SCHEDULERS
 from rlvr_jax.train.evaluate import evaluate_task
+from rlvr_jax.train.multiturn import evaluate_episodes
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,10 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
+    if c.rollout.name == "lora_scaffold":  # which groups are cliffs differs per host
+        raise NotImplementedError(
+            f"config.rollout.name = 'lora_scaffold' is not supported with {n} processes yet"
+        )
     distributed.check_rows_split(mesh)
     d = c.data
     if d.prompts_per_step % n or (d.prompts_per_step // n * d.group_size) % c.train.num_minibatches:
@@ -161,6 +166,7 @@ class Trainer:
             seed=c.seed,
             group_size=c.data.group_size,
         )
+        self.rollout_cache: dict[str, Any] = {}  # what the rollout plug-in builds once
         # The scheduler, built from the initial weights (its prompt embeddings).
         self.selector = Select(
             c, self.model, self.tokenizer, self.task, self.prompts, self.pad_id, self.processes
@@ -244,6 +250,7 @@ class Trainer:
             request,
             overlong_cache=c.reward.overlong_cache,
             overlong_penalty=c.reward.overlong_penalty,
+            cache=self.rollout_cache,
         )
         return ROLLOUTS.get(c.rollout.name).fn(ctx, **c.rollout[c.rollout.name].to_dict())
 
@@ -371,10 +378,7 @@ class Trainer:
         """Held-out pass@1 / pass@n / avg@n of the current policy."""
         c = self.c
         self._sync_model()
-        res = evaluate_task(
-            self.model,
-            self.tokenizer,
-            self.task,
+        kw = dict(
             split=c.eval.split,
             num_problems=c.eval.num_problems,
             n_samples=c.eval.n_samples,
@@ -382,6 +386,12 @@ class Trainer:
             max_new_tokens=c.rollout.max_new_tokens,
             seed=c.seed + 1,
         )
+        if self.task.episode_turns():  # a multi-turn task is evaluated on whole episodes
+            turns = self.task.episode_turns()
+            kw.update(env_factory=self.task.env, max_turns=turns)
+            res = evaluate_episodes(self.model, self.tokenizer, self.task, **kw)
+        else:
+            res = evaluate_task(self.model, self.tokenizer, self.task, **kw)
         n = c.eval.n_samples
         out = {k: res[k] for k in res if k.startswith("pass@")}
         out[f"avg@{n}"] = float(np.mean(res["num_correct"]) / n)
@@ -431,6 +441,7 @@ class Trainer:
                 step += 1
                 t2 = time.perf_counter()
                 stats.update(_rollout_stats(groups, self.sampling.max_new_tokens))
+                stats.update(_info_stats(groups))
                 tokens = float(
                     distributed.sum_over_processes(groups.attention_mask[groups.valid].sum())
                 )
@@ -504,6 +515,37 @@ def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
         "entropy": float(ent_sum / tokens) if tokens else 0.0,
         "max_len_frac": float(at_max / rows) if rows else 0.0,
     }
+
+
+def _info_stats(groups: Groups) -> dict[str, float]:
+    """The rollout plug-in's per-row reports (`Groups.info`) over every process's valid rows.
+
+    A bool field `x_B` gives rollout/x (share of rows), rollout/x_groups (groups
+    with such a row) and the reward / pass rate of its rows and of the others
+    (rollout/x_reward, rollout/x_pass_rate, rollout/not_x_reward,
+    rollout/not_x_pass_rate); another field gives its mean (rollout/turns).
+    """
+    v = groups.valid
+    out = {}
+    for name, values in sorted(groups.info.items()):
+        key = "rollout/" + name.removesuffix("_B")
+        x = np.asarray(values)[v]
+        if x.dtype != bool:
+            n, s = distributed.sum_over_processes(np.array([x.size, x.sum()], np.float64))
+            out[key] = float(s / n) if n else 0.0
+            continue
+        r, ok = groups.rewards[v], groups.correct[v]
+        grp = np.unique(groups.group[v][x])
+        local = [x.size, x.sum(), grp.size, r[x].sum(), ok[x].sum(), r[~x].sum(), ok[~x].sum()]
+        rows, n, n_groups, r1, ok1, r0, ok0 = distributed.sum_over_processes(
+            np.array(local, np.float64)
+        )
+        out.update({key: float(n / rows) if rows else 0.0, key + "_groups": float(n_groups)})
+        for prefix, count, rs, oks in (("", n, r1, ok1), ("not_", rows - n, r0, ok0)):
+            k = "rollout/" + prefix + name.removesuffix("_B")
+            out.update({k + "_reward": float(rs / count) if count else 0.0})
+            out.update({k + "_pass_rate": float(oks / count) if count else 0.0})
+    return out
 
 
 def train(

@@ -5,7 +5,7 @@
 `score_rows` (cut → decode → verify, shared with evaluation) and `run_episodes`.
 """
 
-from rlvr_jax.rollout import plain  # noqa: F401  (registers "plain")
+from rlvr_jax.rollout import guided, noise, plain, scaffold  # noqa: F401  (register)
 from rlvr_jax.rollout.base import ROLLOUTS, Prefix, Request, RolloutContext
 from rlvr_jax.rollout.groups import Groups, stack_rows
 from rlvr_jax.rollout.multiturn import Episodes, observation_ids, observation_text, run_episodes

@@ -73,6 +73,7 @@ class RolloutContext:
       sampling: the run's sampling parameters (n is ignored: see `request`).
       key: this round's PRNG key; request: the rows to generate.
       overlong_cache, overlong_penalty: DAPO's soft overlong penalty (0 = off).
+      cache: per run: what a plug-in builds once (compiled programs, models).
     """
 
     sampler: Sampler
@@ -84,6 +85,7 @@ class RolloutContext:
     request: Request
     overlong_cache: int = 0
     overlong_penalty: float = 1.0
+    cache: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def params(self, **changes) -> SamplingParams:
         """Sampling parameters of one row per prompt copy (n = 1) with the round's budget."""

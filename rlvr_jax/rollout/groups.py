@@ -78,6 +78,28 @@ class Groups:
         out["info"] = {k: v[r] for k, v in self.info.items()}
         return out
 
+    def with_prompts(self, rows_R: np.ndarray, prompts_R) -> Groups:
+        """The rows `rows_R` (bool [R]) with their prompt replaced by `prompts_R[r]`.
+
+        Everything after a row's prompt (forced and sampled tokens, their
+        log-probs and entropies) is kept verbatim; rows are left-padded to one
+        width. OC-GRPO trains guided rows on the unguided prompt this way.
+        """
+        out = []
+        for r in range(len(self.tokens)):
+            row = self.row(r)
+            if rows_R[r]:
+                prompt = np.asarray(prompts_R[r], self.tokens.dtype)
+                pm = row["prompt_mask"]
+                start = int(np.flatnonzero(pm)[-1]) + 1 if pm.any() else 0
+                ones = np.ones(len(prompt), bool)
+                fill = {"tokens": prompt, "attention_mask": ones, "prompt_mask": ones}
+                for f in ROW_FIELDS:
+                    head = fill.get(f, np.zeros(len(prompt), row[f].dtype))
+                    row[f] = np.concatenate([head, row[f][start:]])
+            out.append(row)
+        return stack_rows(out, self.group, self.valid, self.problems)
+
     def used_span(self) -> tuple[int, int] | None:
         """(first, last + 1) of the columns some row uses; None when no row uses any."""
         used = np.flatnonzero(self.attention_mask.any(0))

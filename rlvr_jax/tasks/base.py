@@ -107,6 +107,14 @@ class Task(abc.ABC):
         """
         return {}
 
+    def episode_turns(self) -> int:
+        """Most model turns of an episode against `self.env(problem)`; 0: a single-turn task.
+
+        A multi-turn task (tool use) overrides it and `env`; training
+        (`rollout.name = "multi_turn"`) and evaluation then run episodes.
+        """
+        return 0
+
     def problems(self, n: int, split: str = "train", start: int = 0) -> list[Problem]:
         """`n` consecutive problems of `split` starting at `start`."""
         return [self.problem(i, split) for i in range(start, start + n)]
