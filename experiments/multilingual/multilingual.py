@@ -23,7 +23,12 @@ Command (the CPU run, one training language):
   taskset -c 1 nice -n 5 python -m rlvr_jax.main \
       --config=experiments/multilingual/multilingual.py:de --workdir=runs/ml_de
 The matrix: taskset -c 1 nice -n 5 python scripts/multilingual_matrix.py --out runs/multilingual
-Runtime and result: see below once measured.
+Runtime here (2-core CPU, pinned to one loaded core): one training run 58–68 CPU s
+(evaluations included); the 4-language matrix with two merges 346 CPU s (34 min wall).
+Measured (seed 0, 64 problems x 8 samples per cell, docs/multilingual.md): the base's
+pass@1 0.38–0.40 rises in every evaluation language after training in any one
+(en: 0.455–0.475, es: 0.410–0.430, fr: 0.426–0.455, de: 0.449–0.479); language
+consistency stays ≥ 0.996 everywhere.
 """
 
 import json

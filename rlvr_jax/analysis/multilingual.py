@@ -130,7 +130,10 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def heatmap(result: dict[str, Any], path) -> None:
-    """Two annotated heat maps (pass@1, language consistency), rows = training language."""
+    """Two annotated heat maps (pass@1, language consistency), rows = training language.
+
+    Each panel's colours span its own min..max (differences are small), with a colour bar.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -138,25 +141,24 @@ def heatmap(result: dict[str, Any], path) -> None:
     import numpy as np
 
     rows, cols = result["rows"], result["cols"]
-    fig, axes = plt.subplots(1, 2, figsize=(4 + 1.2 * len(cols) * 2, 1.2 + 0.6 * len(rows)))
+    fig, axes = plt.subplots(1, 2, figsize=(2 * (2.4 + 0.7 * len(cols)), 1.2 + 0.45 * len(rows)))
     for ax, metric in zip(axes, ("pass@1", "language_consistency"), strict=True):
         m = np.array([[result["cells"][f"{r}->{c}"][metric] for c in cols] for r in rows])
-        ax.imshow(m, vmin=0, vmax=1, cmap="viridis")
+        lo, hi = float(m.min()), float(m.max())
+        hi = hi if hi > lo else lo + 1e-3
+        image = ax.imshow(m, vmin=lo, vmax=hi, cmap="viridis", aspect="auto")
         for i in range(len(rows)):
             for j in range(len(cols)):
+                dark = (m[i, j] - lo) / (hi - lo) < 0.6
                 ax.text(
-                    j,
-                    i,
-                    f"{m[i, j]:.2f}",
-                    ha="center",
-                    va="center",
-                    color="w" if m[i, j] < 0.6 else "k",
+                    j, i, f"{m[i, j]:.3f}", ha="center", va="center", color="w" if dark else "k"
                 )
         ax.set_xticks(range(len(cols)), cols)
         ax.set_yticks(range(len(rows)), rows)
         ax.set_xlabel("evaluation language")
-        ax.set_ylabel("training language")
         ax.set_title(metric)
+        fig.colorbar(image, ax=ax, fraction=0.05)
+    axes[0].set_ylabel("training language (or merge)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
