@@ -146,9 +146,13 @@ def _get(c, dotted):
     return c
 
 
+# Pipeline configs (several stages) in the same directories: tests/pipeline/test_experiments.py.
+PIPELINES = {"seq_opd_rl/pipeline", "rstg/rstg_sft"}
+
+
 def test_every_method_file_is_listed():
     found = sorted(f"{slug}/{p.stem}" for slug in SLUGS for p in (EXPERIMENTS / slug).glob("*.py"))
-    assert found == sorted(METHODS)
+    assert sorted(set(found) - PIPELINES) == sorted(METHODS)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
