@@ -51,6 +51,20 @@ def task_arithmetic(base, specialists, lambdas):
     return out
 
 
+@MERGES.register("iso", retraction="polar")
+def iso(base, specialists, lambdas, *, retraction):
+    """ISO-Merger (`rlvr_jax.optim.iso_merge`): the base's spectrum, the frame changes merged.
+
+    Every attention / MLP projection keeps the base's singular values and merges
+    the specialists' frames (U, V) with λ, then retracts them ("polar" or "qr");
+    the other tensors are merged as task vectors.
+    """
+    from rlvr_jax.optim import HF_INCLUDE, iso_merge
+
+    merged = iso_merge(base, specialists, lambdas, include=HF_INCLUDE, retraction=retraction)
+    return {k: np.asarray(v, base[k].dtype) for k, v in merged.items()}
+
+
 def model_tensors(model: Transformer) -> dict[str, np.ndarray]:
     """{HF tensor name: NumPy array in the HF layout} of a model's parameters."""
     out = {}
