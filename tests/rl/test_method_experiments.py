@@ -98,7 +98,6 @@ METHODS = {
         # The failed rows' reverse KL is counted once, in the loss.
         fields={"credit.h2sd.kl_coef": 0.0, "loss.h2sd_kl.kl_coef": 1.0},
     ),
-    "cbpo/cbpo": dict(transforms="cbpo", signals="branches", fields={"credit.cbpo.s_min": 0.1}),
     "om_grpo/om_grpo": dict(
         transforms="om_grpo", signals="answers", fields={"credit.om_grpo.mask_answer": True}
     ),
@@ -152,7 +151,7 @@ PIPELINES = {"seq_opd_rl/pipeline", "rstg/rstg_sft"}
 
 
 def test_every_method_file_is_listed():
-    # The rollout-stage methods (oc_grpo, lspo, nc_grpo, agentic) have their own
+    # The rollout-stage methods (oc_grpo, lspo, nc_grpo, agentic, cbpo) have their own
     # directories and pulses in tests/rl/test_rollout_experiments.py.
     found = sorted(f"{slug}/{p.stem}" for slug in SLUGS for p in (EXPERIMENTS / slug).glob("*.py"))
     assert sorted(set(found) - PIPELINES) == sorted(METHODS)
@@ -259,7 +258,6 @@ SCRIPTED = {
     "cue_grpo/cue_grpo",
     "om_grpo/om_grpo",
     "om_grpo/om_grpo_contrast",
-    "cbpo/cbpo",
     "rstg/rstg",
 }
 # Pulse-only overrides where the experiment's own pulse cannot move its quantity.
@@ -496,11 +494,6 @@ def _h2sd(c, bs, train):
     assert any(abs(x["reverse_kl"]) > 0 for x in train if "loss" in x)
 
 
-def _cbpo(c, bs, train):
-    assert any((b["branch_pos_K"] >= 0).any() for b in bs)
-    assert any(_moves(b["adv_BxT"], _grpo(b), b["mask_BxT"]) for b in bs)
-
-
 def _om(c, bs, train):
     for b in bs:
         assert (b["answer_start_B"] >= 0).any()
@@ -552,7 +545,6 @@ DEFINING = {
     "cpo/cpo": _cpo,
     "cpo/entropy_shaping": _entropy_shaping,
     "h2sd/h2sd": _h2sd,
-    "cbpo/cbpo": _cbpo,
     "om_grpo/om_grpo": _om,
     "om_grpo/om_grpo_contrast": _om_contrast,
     "gar/gar": _gar,
