@@ -2,7 +2,7 @@
 
 Usage (pin to one core; every number is then per core):
   taskset -c 1 python scripts/bench_gar.py step                 # experiments/gar/gar.py, 8 steps
-  taskset -c 1 python scripts/bench_gar.py step --config experiments/gar/gar.py:arithmetic
+  taskset -c 1 python scripts/bench_gar.py step --set score.gar.aux_anchors=0
   taskset -c 1 python scripts/bench_gar.py update               # 3M bench model, 64 x 128 tokens
   python scripts/bench_gar.py update --size 30m --rows 32 --repeats 5
 
@@ -35,8 +35,10 @@ to the update alone, the stricter ratio).
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import importlib.util
+import json
 import resource
 import statistics
 import tempfile
@@ -69,6 +71,7 @@ def main():
     st.add_argument("--config", default="experiments/gar/gar.py")
     st.add_argument("--steps", type=int, default=8)
     st.add_argument("--workdir", default="")
+    st.add_argument("--set", action="append", default=[], help="config field=value override")
     up = sub.add_parser("update", help="GAR's reward and kernel vs one GRPO update")
     _update_args(up)
     a = ap.parse_args()
@@ -210,6 +213,13 @@ def _step_bench(a):
     c.eval.num_problems, c.eval.n_samples = 2, 1  # the run's closing eval: kept small
     c.checkpoint.every = a.steps
     c.checkpoint.export_final = False
+    for item in a.set:  # --set score.gar.aux_anchors=0
+        key, _, value = item.partition("=")
+        section, field = key.rsplit(".", 1)
+        node = c
+        for part in section.split("."):
+            node = node[part]
+        node[field] = ast.literal_eval(value)
     if signals.signal_names(c) != ["gar"]:
         raise ValueError(f"{a.config}: score.signals must be 'gar', got {c.score.signals!r}")
     workdir = a.workdir or tempfile.mkdtemp(prefix="bench_gar_")
@@ -258,9 +268,10 @@ def _step_bench(a):
     rec["sync"] = rec["sync"][:n]  # the closing evaluation syncs once more
     for k in ("wall", "cpu"):
         col = 0 if k == "wall" else 1
-        # Medians over steps 2..N (step 1 compiles); a step = rollout + score/credit + update.
+        # Medians over steps 2..N (step 1 compiles); a step = sync (weights to the sampler)
+        # + rollout + score/credit (GAR inside) + update.
         per = {p: statistics.median(x[col] for x in rec[p][1:]) for p in parts}
-        step = statistics.median(sum(rec[p][i][col] for p in parts[:3]) for i in range(1, n))
+        step = statistics.median(sum(rec[p][i][col] for p in parts[:4]) for i in range(1, n))
         extra = per["gar"] - per["forward"]
         print(
             f"bench_gar step [{k} s]: config={a.config} steps={a.steps} rows={len(rows[0][0])} "
@@ -273,6 +284,8 @@ def _step_bench(a):
             f"overhead {per['gar'] / (step - per['gar']):.1%} over a step on the sampler's "
             "log-probs"
         )
+    with open(f"{workdir}/bench_gar_step.json", "w") as f:  # every step's clocks
+        json.dump({p: rec[p] for p in parts}, f)
     cpu = usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime
     print(f"bench_gar step: wall {wall:.0f} s, CPU {cpu:.0f} s (whole run, compiles included)")
 
