@@ -141,7 +141,7 @@ def total_updates(c: ml_collections.ConfigDict) -> int:
 
 def policy_optimizer(c: ml_collections.ConfigDict):
     """The policy's optax optimizer from `config.optimizer`, scheduled over every update."""
-    from rlvr_jax.rl.update import build_optimizer
+    from rlvr_jax.optim import build_optimizer
 
     o = c.optimizer
     return build_optimizer(
@@ -154,6 +154,9 @@ def policy_optimizer(c: ml_collections.ConfigDict):
         b2=o.b2,
         weight_decay=o.weight_decay,
         clip_norm=o.clip_norm,
+        name=o.name,
+        muon=o.muon.to_dict(),
+        iso=o.iso.to_dict(),
     )
 
 

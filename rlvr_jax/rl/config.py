@@ -18,6 +18,7 @@ import math
 
 import ml_collections
 
+from rlvr_jax import optim
 from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
 
 MODEL_SOURCES = ("warm_start", "pretrained", "random")
@@ -132,6 +133,11 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.recompute_old_logps = False  # old log-probs from a trainer forward, not the sampler
 
     c.optimizer = ml_collections.ConfigDict()
+    # "adamw", "muon" (hidden matrices; AdamW elsewhere) or "iso" (isospectral: fixed
+    # singular values, the base optimizer moves the singular frames): rlvr_jax.optim.
+    c.optimizer.name = "adamw"
+    c.optimizer.muon = ml_collections.ConfigDict(optim.MUON_DEFAULTS)  # β, ns_steps, rms
+    c.optimizer.iso = ml_collections.ConfigDict(optim.ISO_DEFAULTS)  # base, retraction, include
     c.optimizer.lr = 1e-4
     c.optimizer.warmup_steps = 0  # in optimizer updates
     c.optimizer.schedule = "constant"  # "constant" or "cosine" (after warm-up)
@@ -326,6 +332,9 @@ def validate(c: ml_collections.ConfigDict) -> None:
     choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
     choice("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
     _check_ranges(c)
+    choice("optimizer.name", c.optimizer.name, optim.OPTIMIZERS)
+    choice("optimizer.iso.base", c.optimizer.iso.base, optim.ISO_BASES)
+    choice("optimizer.iso.retraction", c.optimizer.iso.retraction, optim.RETRACTIONS)
     from rlvr_jax import sharding
 
     choice("mesh.rules", c.mesh.rules, sorted(sharding.RULES))

@@ -23,6 +23,7 @@ from rlvr_jax import sharding
 from rlvr_jax.core import hl_gauss
 from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
 from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.optim import build_optimizer  # noqa: F401 (re-exported: the critic's AdamW)
 from rlvr_jax.rl import objectives
 
 
@@ -36,57 +37,6 @@ class RLState:
     critic_opt_state: Any  # or None
     step: jax.Array  # int32: RL steps completed
     rng: jax.Array  # uint32[2]: the run's base key (per-step keys are folded in)
-
-
-def build_optimizer(
-    lr: float,
-    total_updates: int,
-    *,
-    warmup_steps: int = 0,
-    schedule: str = "constant",
-    end_lr_fraction: float = 0.1,
-    b1: float = 0.9,
-    b2: float = 0.99,
-    weight_decay: float = 0.0,
-    clip_norm: float = 1.0,
-) -> optax.GradientTransformation:
-    """AdamW (decay on matrices only) with linear warm-up, then constant or cosine lr.
-
-    Args:
-      lr: peak learning rate.
-      total_updates: optimizer updates in the run (the cosine ends there).
-      warmup_steps: linear warm-up from 0, in updates.
-      schedule: "constant" or "cosine" after the warm-up.
-      end_lr_fraction: cosine's final lr as a fraction of `lr`.
-      b1, b2: Adam moment decays.
-      weight_decay: decoupled weight decay.
-      clip_norm: global gradient-norm clip (0 = off).
-    Returns:
-      The optax transformation.
-    """
-    if schedule == "cosine":
-        sched = optax.warmup_cosine_decay_schedule(
-            0.0,
-            lr,
-            max(warmup_steps, 1),
-            max(total_updates, warmup_steps + 1),
-            end_value=lr * end_lr_fraction,
-        )
-    elif schedule == "constant":
-        sched = optax.constant_schedule(lr)
-        if warmup_steps > 0:
-            warmup = optax.linear_schedule(0.0, lr, warmup_steps)
-            sched = optax.join_schedules([warmup, sched], [warmup_steps])
-    else:
-        raise ValueError(f"unknown lr schedule {schedule!r}; valid: constant, cosine")
-    adamw = optax.adamw(
-        sched,
-        b1=b1,
-        b2=b2,
-        weight_decay=weight_decay,
-        mask=lambda params: jax.tree.map(lambda p: p.ndim >= 2, params),
-    )
-    return optax.chain(optax.clip_by_global_norm(clip_norm), adamw) if clip_norm else adamw
 
 
 def make_scorer(graphdef, *, mesh=None, rules="fsdp"):

@@ -96,6 +96,17 @@ class Task(abc.ABC):
         del problem, k
         return []
 
+    def group_metrics(self, problem: Problem, responses: list[str]) -> dict[str, float]:
+        """Task-specific statistics of several responses to one problem (evaluation).
+
+        Countdown: solution coverage and entrance-family entropy; multilingual:
+        language consistency. Evaluation averages each over problems.
+
+        Returns:
+          name -> float; none by default.
+        """
+        return {}
+
     def problems(self, n: int, split: str = "train", start: int = 0) -> list[Problem]:
         """`n` consecutive problems of `split` starting at `start`."""
         return [self.problem(i, split) for i in range(start, start + n)]

@@ -97,7 +97,9 @@ def evaluate_task(
       problems), "mean_reward", "reasons" (reason -> count over all samples),
       "num_correct" (per problem), "num_problems", "n_samples",
       "mean_response_tokens" and "stopped_fraction" (responses that ended with a
-      stop token), plus one example response in "example".
+      stop token), "task_metrics" (the task's `group_metrics` averaged over
+      problems, e.g. Countdown's coverage and entrance entropy), plus one example
+      response in "example".
     """
     stop_ids = tokenizer.stop_ids
     params = SamplingParams(
@@ -110,7 +112,7 @@ def evaluate_task(
     sampler = Sampler(model, pad_id=pad_id)
     problems = task.problems(num_problems, split, start=start)
     key = jax.random.PRNGKey(seed)
-    num_correct, rewards, lengths, stopped = [], [], [], []
+    num_correct, rewards, lengths, stopped, group_metrics = [], [], [], [], []
     reasons: Counter[str] = Counter()
     example = None
     for lo in range(0, num_problems, prompts_per_batch):
@@ -118,10 +120,11 @@ def evaluate_task(
         prompts = [encode_prompt(tokenizer, p.prompt) for p in chunk]
         rollout = sampler.sample(prompts, params, jax.random.fold_in(key, lo))
         for g, problem in enumerate(chunk):
-            correct = 0
+            correct, texts = 0, []
             for b in range(g * n_samples, (g + 1) * n_samples):
                 ids = cut_at_stop(rollout.sampled_tokens(b), stop_ids)
                 text = tokenizer.decode(ids)
+                texts.append(text)
                 verdict = task.verify(problem, text)
                 reasons[verdict.reason] += 1
                 rewards.append(verdict.reward)
@@ -131,9 +134,34 @@ def evaluate_task(
                 if example is None:
                     example = dict(prompt=problem.prompt, response=text, reason=verdict.reason)
             num_correct.append(correct)
-    return summarize_samples(
+            group_metrics.append(task.group_metrics(problem, texts))
+    out = summarize_samples(
         n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
     )
+    out.update(domain_pass_at_k(problems, num_correct, n_samples))
+    out["task_metrics"] = mean_group_metrics(group_metrics)
+    return out
+
+
+def domain_pass_at_k(problems, num_correct, n_samples: int) -> dict[str, float]:
+    """{"pass@k/<domain>": mean pass@k} for k = 1 and n, over the problems of each domain.
+
+    Only problems that name a domain in `metadata["domain"]` (the mixture task)
+    count; an empty dict when none does.
+    """
+    domains = np.array([str(p.metadata.get("domain", "")) for p in problems])
+    nc = np.asarray(num_correct)
+    out = {}
+    for d in sorted(set(domains) - {""}):
+        for k in sorted({1, n_samples}):
+            out[f"pass@{k}/{d}"] = float(np.mean(pass_at_k(n_samples, nc[domains == d], k)))
+    return out
+
+
+def mean_group_metrics(per_problem: list[dict[str, float]]) -> dict[str, float]:
+    """Each `Task.group_metrics` statistic averaged over the problems (name -> mean)."""
+    names = sorted({k for m in per_problem for k in m})
+    return {k: float(np.mean([m[k] for m in per_problem if k in m])) for k in names}
 
 
 def summarize_samples(

@@ -126,6 +126,11 @@ TASK_OPTIONS = {
     # The arithmetic options rendered in French: a non-English prompt, step words
     # ("moins", "égale") and answer marker ("Réponse"), at the arithmetic cost per step.
     "multilingual_arithmetic": dict(num_operands=3, max_operand=9, operators="+-", language="fr"),
+    # The same arithmetic, problem i in language i mod 4: one base for every language
+    # (the common start of experiments/multilingual's train x eval matrix).
+    "multilingual_mix": dict(
+        num_operands=3, max_operand=9, operators="+-", languages="en,es,fr,de"
+    ),
     # Two people, one connective per statement: ~125-token examples (solution ~50).
     "knights_knaves": dict(num_people=2, max_depth=1),
     # One lookup, then calc, then the answer: 3 model turns. One-syllable entity names
@@ -146,6 +151,8 @@ SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ("multilingual_arithmetic", "teacher"): _spec(
         "multilingual_arithmetic", "teacher", 128, 4, 650, 8000
     ),
+    ("multilingual_mix", "base"): _spec("multilingual_mix", "base", 128, 4, 600, 9600),
+    ("multilingual_mix", "teacher"): _spec("multilingual_mix", "teacher", 128, 4, 1000, 12800),
     ("knights_knaves", "base"): _spec("knights_knaves", "base", 128, 4, 300, 6400),
     ("knights_knaves", "teacher"): _spec("knights_knaves", "teacher", 128, 4, 600, 8000),
     ("tool_lookup", "base"): _spec(

@@ -206,6 +206,37 @@ def branches_reduces():
     np.testing.assert_allclose(_apply("cbpo", a, f), a, **TOL)
 
 
+# Language reward ("GRPO Beyond English"): r + w·1[detected language = target].
+def _language_case(weight, responses):
+    ml = tasks.get("multilingual_arithmetic", language="en")
+    g = task_groups(CHARS, ml, [ml.problem(0, "train")], responses, [0, 0])
+    out = _compute("language", ml, CHARS, g, language__weight=weight, language__language="")
+    mask = g.response_mask & g.valid[:, None]
+    return g, out["rewards_B"], _grpo(g.rewards, g.group, g.valid, mask), mask
+
+
+EN = "17 times 7 is 119\n15 minus 8 is 7\n119 minus 7 is 112\nAnswer: 112"
+FR = "17 fois 7 égale 119\n15 moins 8 égale 7\n119 moins 7 égale 112\nAnswer: 112"  # French steps
+
+
+def language_differs():
+    # Both rows answer correctly (GRPO: 0); only the English one reasons in the prompt's
+    # language, so with w = 0.5 the rewards are (1.5, 1.0) and GRPO gives ±1/√2.
+    g, rewards, a, mask = _language_case(0.5, [EN, FR])
+    assert g.correct.all() and np.abs(a).max() == 0
+    np.testing.assert_allclose(rewards, [1.5, 1.0], **TOL)
+    adv = _grpo(rewards, g.group, g.valid, mask)
+    per_row = (adv * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(per_row, [2**-0.5, -(2**-0.5)], atol=1e-5)
+
+
+def language_reduces():
+    # w = 0: the verifier's rewards unchanged, so the advantages equal GRPO's.
+    g, rewards, a, mask = _language_case(0.0, [EN, FR])
+    np.testing.assert_allclose(rewards, g.rewards, **TOL)
+    np.testing.assert_allclose(_grpo(rewards, g.group, g.valid, mask), a, **TOL)
+
+
 # ----------------------------------------------------------------------- model signals
 @pytest.fixture(scope="module")
 def model_case():
@@ -352,6 +383,73 @@ def gar_reduces(model_case):
     np.testing.assert_allclose(out["old_logps_BxT"], b["old_logps_BxT"], rtol=1e-5, atol=1e-5)
 
 
+# MOPD: the mixture task's two domains, each routed to a pretrained teacher directory.
+_MIX_DOMAINS = ("arithmetic", "knights_knaves")
+
+
+def _mopd(model_case, teacher_for):
+    """(fields, batch, GRPO adv) of MOPD on mixture rollouts; teacher_for(domain) -> HF dir."""
+    import json
+    import tempfile
+
+    from rlvr_jax.models import save_pretrained
+    from rlvr_jax.rl.methods import mopd
+
+    ctx, _, _, _ = model_case
+    tr = ctx.trainer
+    mix = tasks.get(
+        "mixture",
+        domains=_MIX_DOMAINS,
+        domain_options={d: warmstart.TASK_OPTIONS[d] for d in _MIX_DOMAINS},
+    )
+    g = model_groups(tr.tokenizer, mix, np.random.default_rng(3), prompts=6, g=2)
+    assert {mix.domain_of(p) for p in g.problems} == set(_MIX_DOMAINS)
+    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    g.rewards = (np.arange(len(g.group)) % 2).astype(np.float32)  # one right, one wrong
+    g.correct = g.rewards > 0
+    mask = g.response_mask & g.valid[:, None]
+    b = dict(
+        tokens_BxT=g.tokens,
+        attention_mask_BxT=g.attention_mask,
+        mask_BxT=mask,
+        old_logps_BxT=np.where(mask, g.logps, 0.0).astype(np.float32),
+        rewards_B=g.rewards,
+        correct_B=g.correct,
+        group_B=g.group,
+        valid_B=g.valid,
+    )
+    root = tempfile.mkdtemp(prefix="mopd_noop_")
+    spec = {}
+    for d in _MIX_DOMAINS:
+        model = teacher_for(d)
+        save_pretrained(model, model.config, f"{root}/{d}")
+        warmstart.save_tokenizer(tr.tokenizer, f"{root}/{d}")
+        spec[d] = {"path": f"{root}/{d}"}
+    fresh = dataclasses.replace(ctx, cache={})
+    out = mopd.mopd(fresh, g, b, teachers=json.dumps(spec), domain_key="domain")
+    return out, b, _grpo(g.rewards, g.group, g.valid, mask)
+
+
+def mopd_differs(model_case):
+    # Routed to two other random teachers, opd_additive adds w·(ℓ^T − ℓ^S) per token.
+    from rlvr_jax.models import init_model
+
+    tr = model_case[0].trainer
+    out, b, a = _mopd(model_case, lambda d: init_model(tr.model.config, seed=7 + len(d)))
+    got = _apply("opd_additive", a, {**b, **out}, weight=0.5)
+    d = out["teacher_logps_BxT"] - b["old_logps_BxT"]
+    np.testing.assert_allclose(got - a, 0.5 * d * b["mask_BxT"], rtol=1e-5, atol=1e-6)
+    assert np.abs(d).max() > 1e-2
+
+
+def mopd_reduces(model_case):
+    # Every domain's teacher is the policy itself: ℓ^T = ℓ^S, so MOPD's OPD term vanishes.
+    tr = model_case[0].trainer
+    out, b, a = _mopd(model_case, lambda d: tr.model)
+    np.testing.assert_allclose(out["teacher_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
+    np.testing.assert_allclose(_apply("opd_additive", a, {**b, **out}), a, **MODEL_TOL)
+
+
 SIGNAL_CASES = {
     "answers": (answers_differs, answers_reduces),
     "behaviour": (behaviour_differs, behaviour_reduces),
@@ -361,10 +459,12 @@ SIGNAL_CASES = {
     "first_mistake": (first_mistake_differs, first_mistake_reduces),
     "gar": (gar_differs, gar_reduces),
     "hint": (hint_differs, hint_reduces),
+    "language": (language_differs, language_reduces),
+    "mopd": (mopd_differs, mopd_reduces),
     "pair_compare": (pair_compare_differs, pair_compare_reduces),
     "teacher": (teacher_differs, teacher_reduces),
 }
-TASK_SIGNALS = ("answers", "branches", "cue", "first_mistake", "pair_compare")
+TASK_SIGNALS = ("answers", "branches", "cue", "first_mistake", "language", "pair_compare")
 
 
 @pytest.mark.parametrize("name", TASK_SIGNALS)
