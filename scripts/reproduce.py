@@ -13,8 +13,10 @@ The page is docs/reproductions/<slug>.md (+ .png curves, .json summary).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rlvr_jax.repro import declared_slugs, load_reproduction, reproduce
+from rlvr_jax.repro.page import DOCS
 from rlvr_jax.repro.summary import write_summary
 
 
@@ -26,6 +28,7 @@ def main() -> None:
     p.add_argument("--pin", default="", help="CPU list for taskset (e.g. 1), nice 5; '' = none")
     p.add_argument("--no-train", action="store_true", help="only tabulate the finished runs")
     p.add_argument("--retry-crashed", action="store_true", help="resume runs that crashed")
+    p.add_argument("--docs", default=str(DOCS), help="directory of the pages")
     p.add_argument("--all", action="store_true", help="rewrite docs/reproductions.md")
     args = p.parse_args()
     if not args.slugs and not args.all:
@@ -39,10 +42,11 @@ def main() -> None:
             pin=args.pin,
             train=not args.no_train,
             retry_crashed=args.retry_crashed,
+            docs=Path(args.docs),
         )
         print(f"wrote {page}")
     if args.all:
-        print(f"wrote {write_summary()}")
+        print(f"wrote {write_summary(Path(args.docs).parent)}")
 
 
 if __name__ == "__main__":

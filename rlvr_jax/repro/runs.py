@@ -13,8 +13,8 @@ trained once and shared. Each workdir holds the trainer's files plus
 A run is "done" when its metrics hold the final evaluation (step = train.steps)
 and its config.json equals the resolved config; "crashed" when an attempt exited
 non-zero (not retried unless asked: a deterministic crash would repeat);
-"interrupted" when an attempt ended early without an error (a preemption, or the
-harness killed); anything not done is resumed by rerunning the same command
+"interrupted" when an attempt ended early without an error (a preemption: exit 0
+or 75, or the harness interrupted); anything not done is resumed by rerunning the same command
 (the trainer resumes from its workdir's last checkpoint).
 """
 
@@ -45,6 +45,7 @@ EXPERIMENTS = REPO / "experiments"
 MANIFEST = "repro.json"
 LOG = "repro.log"
 DONE, CRASHED, INTERRUPTED, PENDING = "done", "crashed", "interrupted", "pending"
+EXIT_PREEMPTED = 75  # rlvr_jax.main's exit status after a preemption signal (EX_TEMPFAIL)
 
 
 @dataclasses.dataclass
@@ -198,7 +199,7 @@ def _write_manifest(run: Run) -> None:
 
 def is_complete(run: Run) -> bool:
     """The final evaluation is logged and config.json is the resolved config."""
-    from rlvr_jax.train.report import read_metrics
+    from rlvr_jax.run.report import read_metrics
 
     metrics, config = run.workdir / "metrics.jsonl", run.workdir / "config.json"
     if not (metrics.is_file() and config.is_file()):
@@ -307,7 +308,7 @@ def execute(run: Run, launch: Launcher, *, retry_crashed: bool = False, echo=pri
         m["status"] = INTERRUPTED
         _write_manifest(run)
         raise KeyboardInterrupt
-    if rc != 0:
+    if rc not in (0, EXIT_PREEMPTED):
         m["status"] = CRASHED
         attempt["log_tail"] = _log_tail(run.workdir / LOG)
     else:

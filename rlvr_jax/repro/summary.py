@@ -123,9 +123,13 @@ def update_readme(readme: Path, c: Counter) -> bool:
     return True
 
 
-def write_summary(docs: Path = REPO / "docs", readme: Path = REPO / "README.md") -> Path:
-    """Writes docs/reproductions.md and the README's counts block; returns the table's path."""
+def write_summary(docs: Path = REPO / "docs") -> Path:
+    """Writes <docs>/reproductions.md and the counts block of the README next to <docs>.
+
+    Returns:
+      The table's path.
+    """
     path = Path(docs) / "reproductions.md"
     path.write_text(summary_text(docs))
-    update_readme(readme, counts(rows(docs)))
+    update_readme(Path(docs).parent / "README.md", counts(rows(docs)))
     return path
