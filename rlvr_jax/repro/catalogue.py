@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-ROLLOUT_STAGE = "rollout-stage issue (guided / LoRA-scaffold / latent-noise / multi-turn rollouts)"
+ROLLOUT_STAGE = "rollout-stage issue"
 TREE_ROLLOUTS = "tree / game / reflection rollouts issue"
-PIPELINES = "pipelines issue (multi-stage, fusion, optimizers, analysis)"
+PIPELINES = "pipelines issue"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +27,7 @@ PAPERS = (
         "seq_opd_rl",
         "Sequential Beats Joint (OPD then RL)",
         "OPD-then-RL beats pure OPD, pure RLVR and joint fusion",
-        PIPELINES,
+        f"{PIPELINES}: the OPD → RL stage switch",
     ),
     Paper(
         "gar", "Gradient-Aligned Rewards (GAR)", "GAR improves over GRPO; < 9% wall-clock overhead"
@@ -51,13 +51,13 @@ PAPERS = (
         "ebl",
         "Locked at the Entrance (early branch locking)",
         "late-layer interpolation +37% solution coverage at no pass@1 loss",
-        PIPELINES,
+        f"{PIPELINES}: entrance analysis and interpolation",
     ),
     Paper(
         "fusion",
         "Consolidating RLVR across domains (Merge / Mix RL / MOPD)",
         "the three fusion paradigms differ by at most 1.4 points on average",
-        PIPELINES,
+        f"{PIPELINES}: merge / mix RL / MOPD",
     ),
     Paper(
         "opdvr",
@@ -68,13 +68,13 @@ PAPERS = (
         "cbpo",
         "Contrastive Branch Policy Optimization (CBPO)",
         "branch-contrastive credit beats policy-optimization and branch baselines",
-        TREE_ROLLOUTS,
+        f"{TREE_ROLLOUTS}: real branching from prefixes",
     ),
     Paper(
         "nc_grpo",
         "Perturb the Thought (NC-GRPO)",
         "latent-noise rollouts improve OOD reasoning over GRPO",
-        ROLLOUT_STAGE,
+        f"{ROLLOUT_STAGE}: latent-noise rollouts",
     ),
     Paper(
         "graph_difficulty",
@@ -85,7 +85,7 @@ PAPERS = (
         "multilingual",
         "GRPO Beyond English",
         "native-language reasoning leaves a small gap; strong cross-lingual transfer",
-        PIPELINES,
+        f"{PIPELINES}: the language reward and matrix",
     ),
     Paper(
         "pair",
@@ -127,7 +127,7 @@ PAPERS = (
         "grsd",
         "Group-Reflective Self-Distillation (GRSD)",
         "GRSD beats agentic RL baselines",
-        TREE_ROLLOUTS,
+        f"{TREE_ROLLOUTS}: reflections and agentic episodes",
     ),
     Paper(
         "cscr",
@@ -138,7 +138,7 @@ PAPERS = (
         "lspo",
         "LoRA Scaffolded Policy Optimization (LSPO)",
         "LSPO beats DAPO (+3.8 points averaged over 16 cells)",
-        ROLLOUT_STAGE,
+        f"{ROLLOUT_STAGE}: LoRA-scaffold re-rolls",
     ),
     Paper(
         "sara",
@@ -149,7 +149,7 @@ PAPERS = (
         "spyrl",
         "RLSVR / SpyRL self-play",
         "self-play vote rewards beat self-improvement baselines",
-        TREE_ROLLOUTS,
+        f"{TREE_ROLLOUTS}: the self-play game",
     ),
     Paper(
         "vigor",
@@ -160,13 +160,13 @@ PAPERS = (
         "iso",
         "ISO: isospectral optimization",
         "ISO-AdamW reaches AdamW's accuracy in fewer steps",
-        PIPELINES,
+        f"{PIPELINES}: the isospectral optimizer",
     ),
     Paper(
         "oc_grpo",
         "Off-Context GRPO (privileged guidance)",
         "+3.9 points over vanilla GRPO",
-        ROLLOUT_STAGE,
+        f"{ROLLOUT_STAGE}: guided rollouts with the off-context weight",
     ),
     Paper(
         "h2sd",

@@ -165,6 +165,7 @@ def page_facts(results: list[RunResult]) -> dict[str, Any]:
         "cpu_s": sum(a.get("cpu_s", 0.0) for a in attempts),
         "dates": f"{starts[0][:10]} .. {starts[-1][:10]}" if starts else "–",
         "machines": sorted({a.get("machine", "?") for a in attempts}),
+        "how": sorted({a.get("how") or "?" for a in attempts}),
         "commits": sorted({a.get("commit", "?") for a in attempts}),
         "distinct_runs": len(seen),
     }
@@ -217,7 +218,7 @@ def page_text(
         f"- {facts['distinct_runs']} distinct runs; {facts['wall_s'] / 60:.1f} wall-minutes, "
         f"{facts['cpu_s'] / 60:.1f} CPU-minutes in all (training commands, all attempts).",
         f"- Dates: {facts['dates']}; code: {', '.join(facts['commits'])}.",
-        f"- Machine: {'; '.join(facts['machines']) or '–'}.",
+        f"- Machine: {'; '.join(facts['machines']) or '–'}; runs {', '.join(facts['how'])}.",
         f"- Page written {datetime.date.today().isoformat()}.\n",
     ]
     return "\n".join(out)
