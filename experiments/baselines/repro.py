@@ -4,7 +4,7 @@ python scripts/reproduce.py baselines --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, ROLLOUTS, Arm, Reproduction, pass_at
-from rlvr_jax.repro.metrics import STEP_SECONDS
+from rlvr_jax.repro.metrics import PASS_1_BEFORE, STEP_SECONDS
 from rlvr_jax.repro.miniature import GRPO, TUNING, as_role, shrunk
 
 NAMES = ("dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "ppo")
@@ -19,7 +19,7 @@ def get_reproduction() -> Reproduction:
             *(Arm(n, f"baselines/{n}.py", role="baseline") for n in NAMES),
         ),
         baseline="grpo",
-        metrics=(PASS_1, pass_at(8), ROLLOUTS, STEP_SECONDS),
+        metrics=(PASS_1_BEFORE, PASS_1, pass_at(8), ROLLOUTS, STEP_SECONDS),
         claims=(),
         shrunk=shrunk(),
         tuning=TUNING,

@@ -19,6 +19,14 @@ import numpy as np
 from rlvr_jax.repro.spec import Metric
 
 PASS_1 = Metric("pass@1", "pass@1", scale=100.0, fmt="{:.1f}", doc="held-out pass@1 after RL, in %")
+PASS_1_BEFORE = Metric(
+    "pass@1 before",
+    "pass@1",
+    reduce="initial",
+    scale=100.0,
+    fmt="{:.1f}",
+    doc="held-out pass@1 of the policy before RL (the step-0 evaluation), in %",
+)
 ROLLOUTS = Metric(
     "rollouts", "rollouts", reduce="rollouts", fmt="{:.0f}", doc="rollouts generated in all steps"
 )
@@ -102,6 +110,9 @@ def metric_value(records: list[dict], group_size: int, metric: Metric) -> float:
     train, evals = _train(records), _evals(records)
     if metric.reduce == "final":
         return _number(evals[-1].get(metric.key)) if evals else math.nan
+    if metric.reduce == "initial":
+        first = evals[0] if evals and evals[0]["step"] == 0 else {}
+        return _number(first.get(metric.key))
     if metric.reduce == "rollouts":
         return float(sum(step_rollouts(r, group_size) for r in train)) if train else math.nan
     if metric.reduce == "tokens":

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_jax.repro import runs as runs_lib
+from rlvr_jax.repro.metrics import PASS_1_BEFORE
 from rlvr_jax.repro.results import (
     ClaimResult,
     RunResult,
@@ -132,6 +133,12 @@ def _setup(repro: Reproduction, results: list[RunResult]) -> str:
             f"{c['eval']['num_problems']} `{c['eval']['split']}` problems, "
             f"{c['eval']['n_samples']} samples each at temperature {c['eval']['temperature']} "
             f"(unbiased pass@k), every {c['eval']['every'] or '–'} steps and at the end."
+        )
+    before = Summary.of([r.before for r in results if r.done])
+    if before.n:
+        lines.append(
+            f"- Before RL (the step-0 evaluation of the finished runs): held-out pass@1 "
+            f"{fmt_summary(before, PASS_1_BEFORE)} %."
         )
     lines.append("- Arms (config file under `experiments/`, overrides on top of the common ones):")
     for a in repro.arms:

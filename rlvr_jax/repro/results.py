@@ -24,6 +24,7 @@ class RunResult:
 
     run: Run
     values: dict[str, float] = dataclasses.field(default_factory=dict)
+    before: float = math.nan  # held-out pass@1 at step 0 (the policy before RL)
     curves: dict[tuple[str, str], tuple[list[int], list[float]]] = dataclasses.field(
         default_factory=dict
     )
@@ -53,6 +54,7 @@ def collect(repro: Reproduction, runs: list[Run]) -> list[RunResult]:
             records = read_metrics(run.workdir / "metrics.jsonl")
             g = int(run.config["data"]["group_size"])
             result.values = {m.name: metrics_lib.metric_value(records, g, m) for m in repro.metrics}
+            result.before = metrics_lib.metric_value(records, g, metrics_lib.PASS_1_BEFORE)
             result.curves = {
                 (split, key): metrics_lib.curve(records, split, key)
                 for split, key, _ in curve_keys(repro)

@@ -31,6 +31,7 @@ DIRECTIONS = ("higher", "lower")
 ROLES = ("method", "baseline", "ablation")
 # How a metric's per-run value is read from metrics.jsonl (see rlvr_jax.repro.metrics).
 REDUCTIONS = (
+    "initial",
     "final",
     "sum",
     "mean",
@@ -73,7 +74,8 @@ class Metric:
     Attributes:
       name: the column label (and the name claims refer to).
       key: the metrics.jsonl key ("pass@1", "select/rollouts", "clip_high_frac").
-      reduce: "final" (the last eval record's value), "sum" / "mean" / "last" over
+      reduce: "final" (the last eval record's value), "initial" (the step-0 eval's:
+        the policy before RL), "sum" / "mean" / "last" over
         the train records that have the key, "rollouts" (rollouts generated over
         the run), "tokens" (response tokens generated over the run),
         "effective_per_1k" (groups with reward variance > 0 per 1000 rollouts), or

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rlvr_jax.repro.metrics import PASS_1, ROLLOUTS, TOKENS, metric_value
+from rlvr_jax.repro.metrics import PASS_1, PASS_1_BEFORE, ROLLOUTS, TOKENS, metric_value
 from rlvr_jax.repro.spec import Metric
 from rlvr_jax.repro.stats import (
     NO_VERDICT,
@@ -69,6 +69,8 @@ def _records():
 def test_metric_values():
     r = _records()
     assert metric_value(r, 8, PASS_1) == 0.30
+    assert metric_value(r, 8, PASS_1_BEFORE) == 0.20
+    assert math.isnan(metric_value(r[1:], 8, PASS_1_BEFORE))  # no step-0 evaluation
     assert metric_value(r, 8, ROLLOUTS) == 4 * 8 + 20 + 2 * 8
     assert metric_value(r, 8, TOKENS) == 10 * 32 + 150 + 5 * 16
     assert metric_value(r, 8, Metric("x", "x", reduce="sum")) == 4.0
