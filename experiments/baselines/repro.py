@@ -5,7 +5,7 @@ python scripts/reproduce.py baselines --seeds 0,1,2
 
 from rlvr_jax.repro import PASS_1, ROLLOUTS, Arm, Reproduction, pass_at
 from rlvr_jax.repro.metrics import PASS_1_BEFORE, STEP_SECONDS
-from rlvr_jax.repro.miniature import GRPO, TUNING, as_role, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, as_role, shrunk
 
 NAMES = ("dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "ppo")
 
@@ -22,5 +22,6 @@ def get_reproduction() -> Reproduction:
         metrics=(PASS_1_BEFORE, PASS_1, pass_at(8), ROLLOUTS, STEP_SECONDS),
         claims=(),
         shrunk=shrunk(),
+        common=COMMON,
         tuning=TUNING,
     )

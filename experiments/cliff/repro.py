@@ -6,7 +6,7 @@ The locator is the task's exact step verifier (the paper's is an LLM judge).
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO_ARITHMETIC, OPD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO_ARITHMETIC, OPD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -49,5 +49,6 @@ def get_reproduction() -> Reproduction:
             "The first mistake comes from the exact step "
             "verifier, not an LLM judge (the judge locator is open work).",
         ),
+        common=COMMON,
         tuning=TUNING,
     )

@@ -7,7 +7,7 @@ rollouts only and on wrong rollouts only.
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -58,5 +58,6 @@ def get_reproduction() -> Reproduction:
             Claim("balancing beats wrong-only", "pass@1", "cpo", "wrong-only", "higher"),
         ),
         shrunk=shrunk(),
+        common=COMMON,
         tuning=TUNING,
     )

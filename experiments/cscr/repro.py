@@ -4,7 +4,7 @@ python scripts/reproduce.py cscr --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -46,5 +46,6 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(extra="Long-CoT math in the paper; our responses are ≤ 64 tokens."),
+        common=COMMON,
         tuning=TUNING,
     )

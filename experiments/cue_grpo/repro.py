@@ -5,7 +5,7 @@ python scripts/reproduce.py cue_grpo --seeds 0,1,2
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
 from rlvr_jax.repro.metrics import STEP_SECONDS
-from rlvr_jax.repro.miniature import GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -44,5 +44,6 @@ def get_reproduction() -> Reproduction:
         shrunk=shrunk(
             extra="k = 8 is our largest sampling budget (AIME pass@k up to large k in the paper)."
         ),
+        common=COMMON,
         tuning=TUNING,
     )

@@ -4,7 +4,7 @@ python scripts/reproduce.py dash --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, OPSD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, OPSD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -33,5 +33,6 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(),
+        common=COMMON,
         tuning=TUNING,
     )

@@ -9,7 +9,7 @@ more gradient per rollout) is checked here through the trainer.
 
 from rlvr_jax.repro import PASS_1, Claim, Reproduction, pass_at
 from rlvr_jax.repro.metrics import EFFECTIVE
-from rlvr_jax.repro.miniature import DPS, GRPO, TUNING, as_role, shrunk
+from rlvr_jax.repro.miniature import COMMON, DPS, GRPO, TUNING, as_role, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -31,5 +31,6 @@ def get_reproduction() -> Reproduction:
             Claim("and a higher held-out pass@1", "pass@1", "dps", "grpo", "higher"),
         ),
         shrunk=shrunk(),
+        common=COMMON,
         tuning=TUNING,
     )

@@ -7,7 +7,7 @@ GSPO's sequence clip (GAPO-GSPO vs GSPO, the baselines page's GSPO runs).
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 
 CLIP_HIGH = Metric(
     "clip high",
@@ -52,5 +52,6 @@ def get_reproduction() -> Reproduction:
             Claim("on the GSPO surrogate too", "pass@1", "gapo-gspo", "gspo", "higher"),
         ),
         shrunk=shrunk(extra="Qwen and Llama models on math and code in the paper."),
+        common=COMMON,
         tuning=TUNING,
     )

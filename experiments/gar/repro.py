@@ -5,7 +5,7 @@ python scripts/reproduce.py gar --seeds 0,1,2
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
 from rlvr_jax.repro.metrics import STEP_SECONDS
-from rlvr_jax.repro.miniature import GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -45,5 +45,6 @@ def get_reproduction() -> Reproduction:
         shrunk=shrunk(
             extra="Qwen3-4B/8B in the paper. The expert anchor is the task's reference step trace."
         ),
+        common=COMMON,
         tuning=TUNING,
     )

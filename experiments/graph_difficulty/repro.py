@@ -8,7 +8,7 @@ per-prompt Beta posterior). The SARA arm is the SARA page's run.
 
 from rlvr_jax.repro import PASS_1, ROLLOUTS, Arm, Claim, Reproduction, pass_at
 from rlvr_jax.repro.metrics import EFFECTIVE
-from rlvr_jax.repro.miniature import SARA, TUNING, as_role, shrunk
+from rlvr_jax.repro.miniature import COMMON, SARA, TUNING, as_role, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -46,5 +46,6 @@ def get_reproduction() -> Reproduction:
             extra="Prompt embeddings: the initial policy's mean hidden state (the "
             "paper: text embeddings + reasoning similarity)."
         ),
+        common=COMMON,
         tuning=TUNING,
     )

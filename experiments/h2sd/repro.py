@@ -4,7 +4,7 @@ python scripts/reproduce.py h2sd --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, OPSD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, OPSD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -28,6 +28,7 @@ def get_reproduction() -> Reproduction:
             Claim("H²SD outperforms OPSD", "pass@1", "h2sd", "opsd", "higher"),
         ),
         shrunk=shrunk(),
+        common=COMMON,
         tuning=TUNING,
         notes="The RLSD row (magnitude-only modulation) is not an arm yet.",
     )

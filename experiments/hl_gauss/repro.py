@@ -4,7 +4,7 @@ python scripts/reproduce.py hl_gauss --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -36,5 +36,6 @@ def get_reproduction() -> Reproduction:
             extra="Not yet: the one-hot / two-hot / Bernoulli controls and the "
             "critic's Brier score and calibration error."
         ),
+        common=COMMON,
         tuning=TUNING,
     )

@@ -5,7 +5,7 @@ python scripts/reproduce.py leeps --seeds 0,1,2
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
 from rlvr_jax.repro.metrics import EFFECTIVE
-from rlvr_jax.repro.miniature import DPS, GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, DPS, GRPO, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -44,5 +44,6 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(extra="Representations: the initial policy's mean final hidden state."),
+        common=COMMON,
         tuning=TUNING,
     )

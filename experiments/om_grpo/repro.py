@@ -8,7 +8,7 @@ with the verifier's reward is the supervised reference.
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -59,5 +59,6 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(extra="Not here: the test-time-training setting."),
+        common=COMMON,
         tuning=TUNING,
     )

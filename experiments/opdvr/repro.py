@@ -4,7 +4,7 @@ python scripts/reproduce.py opdvr --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, OPD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, OPD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -51,5 +51,6 @@ def get_reproduction() -> Reproduction:
             extra="Teacher: the warm-start Countdown teacher (same tokenizer, ~2x "
             "the base's SFT steps)."
         ),
+        common=COMMON,
         tuning=TUNING,
     )

@@ -4,7 +4,7 @@ python scripts/reproduce.py opsa --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, OPD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, OPD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -67,5 +67,6 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(extra="Qwen3-1.7B on AIME24 in the paper."),
+        common=COMMON,
         tuning=TUNING,
     )

@@ -8,7 +8,7 @@ allocator (declared before any run; the paper compares with its strongest one).
 """
 
 from rlvr_jax.repro import PASS_1, TOKENS, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, TUNING, VIGOR, as_role, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, VIGOR, as_role, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -46,6 +46,7 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(),
+        common=COMMON,
         tuning=TUNING,
         notes="GRPO's tokens are its response lengths × 256 rollouts per step; PAIR's are "
         "its prefixes plus the continued suffixes (select/tokens).",

@@ -4,7 +4,7 @@ python scripts/reproduce.py rstg --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, GRPO_OPD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, GRPO_OPD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -35,5 +35,6 @@ def get_reproduction() -> Reproduction:
             Claim("and GRPO", "pass@1", "rstg", "grpo", "higher"),
         ),
         shrunk=shrunk(extra="Not here: the SFT on the teacher's correct solutions."),
+        common=COMMON,
         tuning=TUNING,
     )

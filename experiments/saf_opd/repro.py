@@ -4,7 +4,7 @@ python scripts/reproduce.py saf_opd --seeds 0,1,2
 """
 
 from rlvr_jax.repro import ENTROPY, PASS_1, Arm, Claim, Metric, Reproduction, pass_at
-from rlvr_jax.repro.miniature import GRPO, GRPO_OPD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, GRPO_OPD, TUNING, shrunk
 
 FINAL_ENTROPY = Metric(
     "final entropy",
@@ -49,5 +49,6 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(extra="The schedule is fitted to 20 steps (2 warm-up, 6 hold, 12 anneal)."),
+        common=COMMON,
         tuning=TUNING,
     )

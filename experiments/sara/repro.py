@@ -9,7 +9,7 @@ B = 32 groups of G = 8 per step (rlvr_jax.repro.miniature).
 
 from rlvr_jax.repro import PASS_1, ROLLOUTS, Claim, Reproduction, pass_at
 from rlvr_jax.repro.metrics import EFFECTIVE
-from rlvr_jax.repro.miniature import DPS, DS, SARA, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, DPS, DS, SARA, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -50,6 +50,7 @@ def get_reproduction() -> Reproduction:
             extra="Math reasoning and planning with 1.5B/3B models in the paper. "
             "SARA's thresholds are the config's (the paper tunes them per task)."
         ),
+        common=COMMON,
         tuning=TUNING,
         notes="Rollouts count every rollout generated, including the probes SARA abandons "
         "and the groups DS discards.",

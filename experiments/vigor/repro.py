@@ -4,13 +4,13 @@
 
 VIGOR and GRPO spend the same B·G = 256 rollouts per step, so the equal-budget
 comparison is held-out pass@1 after 20 steps; the cost claim is the rollouts
-spent until held-out pass@1 first reaches 33% (the eval points are steps 0, 10,
-20, so the count is coarse: 0, 2560 or 5120 rollouts).
+spent until held-out pass@1 first reaches 33% (evaluated every 5 steps, so the
+count is a multiple of 1280 rollouts).
 """
 
 from rlvr_jax.repro import PASS_1, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.metrics import EFFECTIVE
-from rlvr_jax.repro.miniature import GRPO, TUNING, VIGOR, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, VIGOR, shrunk
 
 TARGET = 0.33  # ~3/4 of GRPO's measured gain (25.4% -> 35.6%, docs/baselines.md)
 ROLLOUTS_TO_TARGET = Metric(
@@ -53,5 +53,6 @@ def get_reproduction() -> Reproduction:
             extra="The target accuracy is ours (33%), set from GRPO's gain "
             "recorded in docs/baselines.md before these runs."
         ),
+        common=COMMON,
         tuning=TUNING,
     )
