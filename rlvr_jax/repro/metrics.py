@@ -142,3 +142,13 @@ def curve(records: list[dict], split: str, key: str) -> tuple[list[int], list[fl
     rows = _evals(records) if split == "eval" else _train(records)
     out = [(r["step"], _number(r.get(key))) for r in rows if key in r]
     return [s for s, _ in out], [v for _, v in out]
+
+
+def cost_curve(records: list[dict], group_size: int, key: str = "pass@1"):
+    """(rollouts generated before each evaluation, its value of `key`): accuracy vs cost."""
+    spent = np.cumsum([step_rollouts(r, group_size) for r in _train(records)])
+    by_step = {0: 0.0} | dict(
+        zip([r["step"] for r in _train(records)], spent.tolist(), strict=True)
+    )
+    out = [(by_step.get(e["step"], math.nan), _number(e.get(key))) for e in _evals(records)]
+    return [x for x, _ in out], [v for _, v in out]

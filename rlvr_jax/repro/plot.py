@@ -15,6 +15,14 @@ from rlvr_jax.repro.results import RunResult, curve_keys
 from rlvr_jax.repro.spec import Reproduction
 
 
+def _mean_by_index(curves) -> tuple[list[float], list[float]]:
+    """Seed means of x and y at each point index (cost curves: x differs between seeds)."""
+    n = min(len(x) for x, _ in curves)
+    xs = [float(np.nanmean([c[0][i] for c in curves])) for i in range(n)]
+    ys = [float(np.nanmean([c[1][i] for c in curves])) for i in range(n)]
+    return xs, ys
+
+
 def _mean_curve(curves: list[tuple[list[int], list[float]]]) -> tuple[list[int], list[float]]:
     by_step: dict[int, list[float]] = {}
     for steps, values in curves:
@@ -51,11 +59,12 @@ def plot_arms(repro: Reproduction, results: list[RunResult], path: Path) -> None
             for steps, values in curves:
                 ax.plot(steps, values, color=colour, alpha=0.25, lw=0.8)
             if curves:
-                steps, values = _mean_curve(curves)
-                marker = "o" if split == "eval" else None
+                mean = _mean_by_index if split == "cost" else _mean_curve
+                steps, values = mean(curves)
+                marker = None if split == "train" else "o"
                 ax.plot(steps, values, color=colour, marker=marker, label=arm.name)
-        ax.set_title(f"{title} ({split})")
-        ax.set_xlabel("RL step")
+        ax.set_title(title if split == "cost" else f"{title} ({split})")
+        ax.set_xlabel("rollouts generated" if split == "cost" else "RL step")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")

@@ -14,8 +14,11 @@ from rlvr_jax.repro.runs import DONE, Run
 from rlvr_jax.repro.spec import Claim, Reproduction
 from rlvr_jax.repro.stats import Difference, Summary, verdict
 
-# Curves every page plots: (split, key, title).
+# Curves every page plots: (split, key, title); split "cost" is the eval value against the
+# rollouts generated so far (drawn for pages with a cost metric).
 CURVES = (("eval", "pass@1", "held-out pass@1"), ("train", "reward", "train reward"))
+COST = ("cost", "pass@1", "held-out pass@1 vs rollouts generated")
+COST_REDUCTIONS = ("rollouts", "tokens", "rollouts_to", "effective_per_1k")
 
 
 @dataclasses.dataclass
@@ -37,6 +40,8 @@ class RunResult:
 def curve_keys(repro: Reproduction) -> list[tuple[str, str, str]]:
     """The standard curves plus the per-step curve of each train-split metric."""
     out = list(CURVES)
+    if any(m.reduce in COST_REDUCTIONS for m in repro.metrics):
+        out.append(COST)
     for m in repro.metrics:
         if m.reduce in ("sum", "mean", "last") and ("train", m.key) not in [c[:2] for c in out]:
             out.append(("train", m.key, m.name))
@@ -56,7 +61,9 @@ def collect(repro: Reproduction, runs: list[Run]) -> list[RunResult]:
             result.values = {m.name: metrics_lib.metric_value(records, g, m) for m in repro.metrics}
             result.before = metrics_lib.metric_value(records, g, metrics_lib.PASS_1_BEFORE)
             result.curves = {
-                (split, key): metrics_lib.curve(records, split, key)
+                (split, key): metrics_lib.cost_curve(records, g, key)
+                if split == "cost"
+                else metrics_lib.curve(records, split, key)
                 for split, key, _ in curve_keys(repro)
             }
         out.append(result)

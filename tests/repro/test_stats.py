@@ -82,3 +82,10 @@ def test_metric_values():
     assert math.isnan(metric_value(r, 8, Metric("r", "pass@1", reduce="rollouts_to", target=0.9)))
     assert math.isnan(metric_value(r, 8, Metric("y", "missing", reduce="mean")))
     assert math.isnan(metric_value([], 8, PASS_1))
+
+
+def test_cost_curve_pairs_each_eval_with_the_rollouts_before_it():
+    from rlvr_jax.repro.metrics import cost_curve
+
+    xs, ys = cost_curve(_records(), 8)
+    assert xs == [0.0, 32 + 20, 32 + 20 + 16] and ys == [0.20, 0.25, 0.30]
