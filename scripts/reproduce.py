@@ -25,7 +25,8 @@ def main() -> None:
     p.add_argument("slugs", nargs="*", help=f"reproductions: {', '.join(declared_slugs())}")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds of every arm")
     p.add_argument("--root", default="runs/repro", help="where the runs live")
-    p.add_argument("--pin", default="", help="CPU list for taskset (e.g. 1), nice 5; '' = none")
+    p.add_argument("--pin", default="", help="CPU list for taskset (e.g. 1); '' = not pinned")
+    p.add_argument("--nice", type=int, default=10, help="niceness of pinned runs")
     p.add_argument("--no-train", action="store_true", help="only tabulate the finished runs")
     p.add_argument("--retry-crashed", action="store_true", help="resume runs that crashed")
     p.add_argument("--docs", default=str(DOCS), help="directory of the pages")
@@ -40,6 +41,7 @@ def main() -> None:
             seeds,
             args.root,
             pin=args.pin,
+            nice=args.nice,
             train=not args.no_train,
             retry_crashed=args.retry_crashed,
             docs=Path(args.docs),

@@ -1,6 +1,6 @@
 """Loads a reproduction declaration, runs its arms × seeds, and writes its page.
 
-  reproduce("sara", seeds=[0, 1, 2], root="runs/repro", pin="1")
+  reproduce(load_reproduction("sara"), seeds=[0, 1, 2], root="runs/repro", pin="1")
 
 Runs are shared and resumed as `rlvr_jax.repro.runs` describes; the page is
 `docs/reproductions/<slug>.md` (`rlvr_jax.repro.page`).
@@ -51,6 +51,7 @@ def reproduce(
     *,
     launch: runs_lib.Launcher | None = None,
     pin: str = "",
+    nice: int = 10,
     train: bool = True,
     retry_crashed: bool = False,
     docs: Path = page_lib.DOCS,
@@ -64,7 +65,7 @@ def reproduce(
       seeds: the seeds every arm runs with.
       root: where runs live (`<root>/runs/<key>/`).
       launch: how a run's command is executed (default: a subprocess, pinned to
-        CPUs `pin` at nice 5 when `pin` is given).
+        CPUs `pin` at niceness `nice` when `pin` is given).
       train: False only tabulates what exists (no run is started or resumed).
       retry_crashed: resume runs whose last attempt crashed.
       docs: the directory of the pages.
@@ -75,8 +76,9 @@ def reproduce(
     runs = runs_lib.plan(repro, seeds, Path(root))
     echo(f"{repro.slug}: {len(runs)} runs ({len({r.key for r in runs})} distinct)")
     if train:
-        launch = launch or runs_lib.subprocess_launcher(pin)
-        runs_lib.execute_all(runs, launch, retry_crashed=retry_crashed, echo=echo)
+        how = " ".join(runs_lib.pin_prefix(pin, nice)) or "not pinned"
+        launch = launch or runs_lib.subprocess_launcher(pin, nice)
+        runs_lib.execute_all(runs, launch, retry_crashed=retry_crashed, how=how, echo=echo)
     else:
         for r in runs:  # a finished run whose manifest predates it still counts
             if r.status != runs_lib.DONE and runs_lib.is_complete(r):

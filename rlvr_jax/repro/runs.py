@@ -243,13 +243,21 @@ def machine() -> str:
 Launcher = Callable[[Run, Any], int]
 
 
-def subprocess_launcher(pin: str = "") -> Launcher:
-    """Runs the command (pinned to CPUs `pin` at nice 5 when given), output to `log`."""
-    prefix = ["taskset", "-c", pin, "nice", "-n", "5"] if pin else []
+def pin_prefix(pin: str, nice: int) -> list[str]:
+    """`taskset -c <pin> nice -n <nice>` (empty without `pin`)."""
+    return ["taskset", "-c", pin, "nice", "-n", str(nice)] if pin else []
+
+
+def subprocess_launcher(pin: str = "", nice: int = 10) -> Launcher:
+    """Runs the command (pinned to CPUs `pin` at `nice` when given), output to `log`."""
+    prefix = pin_prefix(pin, nice)
 
     def launch(run: Run, log) -> int:
         cmd = prefix + [sys.executable] + run.command[1:]
-        return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT).returncode
+        env = dict(os.environ, PYTHONUNBUFFERED="1")  # the log follows the run
+        return subprocess.run(
+            cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env
+        ).returncode
 
     return launch
 
@@ -269,8 +277,18 @@ def _log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def execute(run: Run, launch: Launcher, *, retry_crashed: bool = False, echo=print) -> None:
-    """Brings one run to done (or records why not), updating its manifest in place."""
+def execute(
+    run: Run, launch: Launcher, *, retry_crashed: bool = False, how: str = "", echo=print
+) -> None:
+    """Brings one run to done (or records why not), updating its manifest in place.
+
+    Args:
+      run: the run (its manifest is updated and written).
+      launch: executes the run's command, writing its output to the given file.
+      retry_crashed: resume a run whose last attempt crashed.
+      how: how the command is run (e.g. "taskset -c 1 nice -n 10"), recorded per attempt.
+      echo: progress lines.
+    """
     m = run.manifest
     m.setdefault("key", run.key)
     m.setdefault("command", " ".join(run.command))
@@ -293,6 +311,7 @@ def execute(run: Run, launch: Launcher, *, retry_crashed: bool = False, echo=pri
         "start": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "machine": machine(),
+        "how": how,
     }
     m["attempts"].append(attempt)
     m["status"] = "running"

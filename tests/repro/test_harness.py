@@ -69,6 +69,8 @@ def test_interrupted_run_is_resumed_and_finished_runs_are_not(tmp_path, fake):
     assert fake.calls == [("sara", 1)]
     manifest = runs_lib.plan(repro, [0, 1], tmp_path / "root")[3].manifest
     assert manifest["status"] == "done" and len(manifest["attempts"]) == 2
+    assert all(a["how"] == "not pinned" and a["rc"] == 0 for a in manifest["attempts"])
+    assert runs_lib.pin_prefix("1", 10) == ["taskset", "-c", "1", "nice", "-n", "10"]
     assert "| sara | 1 | done |" in page.read_text()
 
 
