@@ -191,7 +191,7 @@ def page_text(
         out += [
             f"Miniature reproduction. Headline claim: {head.claim.text} — **{head.verdict}** "
             f"({head.claim.arm} vs {head.claim.baseline} on {head.claim.metric}, "
-            f"{len(seeds)} seeds).\n",
+            f"{len(seeds)} seed{'s' * (len(seeds) != 1)}).\n",
             "## Claims and verdicts\n",
             claims_table(repro, claims),
             f"Rule: {RULE}\n",
@@ -199,7 +199,7 @@ def page_text(
     else:
         out += [
             f"Reference table (no paper's claim): every arm against {repro.baseline}, "
-            f"{len(seeds)} seeds.\n"
+            f"{len(seeds)} seed{'s' * (len(seeds) != 1)}.\n"
         ]
     out += [
         "## Setup\n",

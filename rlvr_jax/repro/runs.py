@@ -340,11 +340,15 @@ def execute(
 
 
 def execute_all(runs: list[Run], launch: Launcher, **kwargs) -> None:
-    """Executes each distinct run once; arms that resolve to the same run share it."""
+    """Executes each distinct run once; arms that resolve to the same run share it.
+
+    Seed by seed (every arm's seed 0, then every arm's seed 1, ...): a page cut
+    short has whole seeds, and a verdict needs two seeds in each arm.
+    """
     groups: dict[str, list[Run]] = {}
     for run in runs:
         groups.setdefault(run.key, []).append(run)
-    for same in groups.values():
+    for same in sorted(groups.values(), key=lambda g: g[0].seed):
         first = same[0]
         labels = {_label(r) for r in same}
         first.manifest["arms"] = sorted(set(first.manifest.get("arms", [])) | labels)
