@@ -14,8 +14,9 @@ A run is "done" when its metrics hold the final evaluation (step = train.steps)
 and its config.json equals the resolved config; "crashed" when an attempt exited
 non-zero (not retried unless asked: a deterministic crash would repeat);
 "interrupted" when an attempt ended early without an error (a preemption: exit 0
-or 75, or the harness interrupted); anything not done is resumed by rerunning the same command
-(the trainer resumes from its workdir's last checkpoint).
+or 75, or the harness interrupted); anything not done is resumed by rerunning
+the same command (the trainer resumes from its workdir's last checkpoint).
+Runs execute one at a time; do not point two harness processes at one root.
 """
 
 from __future__ import annotations
