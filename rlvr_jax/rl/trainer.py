@@ -53,6 +53,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -371,17 +372,30 @@ class Trainer:
         return out
 
     # --------------------------------------------------------------------- run
-    def run(self) -> dict[str, Any]:
-        """Trains to `train.steps` (resuming from the workdir) and returns the final eval."""
+    def run(self, stop_rule: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Trains to `train.steps` (resuming from the workdir) and returns the final eval.
+
+        Args:
+          stop_rule: optional `stop_rule() -> bool` (e.g. a validation plateau that
+            ends a pipeline stage), asked once the run has started or resumed and
+            after each evaluation; it reads what it needs itself (the run's
+            metrics.jsonl, whose evaluations up to now it then holds). True ends
+            training at that step as if it were `train.steps`: a checkpoint, the
+            final evaluation and the export follow. Single-process runs only.
+        """
         c = self.c
+        if stop_rule is not None and self.processes > 1:
+            raise NotImplementedError("Trainer.run(stop_rule=...) is single-process only")
         self.state, start = self.io.restore(self.state, self.prompts)
         if self.sched is not None and start:
             self.sched.state = self.io.restore_scheduler(start, self.sched.state)
         if start == 0 and c.eval.at_start:
             self.io.log_eval(0, self.evaluate())
         step = start
+        ended = stop_rule is not None and stop_rule()
+        last_eval = (-1, {})
         with self.io.preemption() as guard:
-            while step < c.train.steps:
+            while step < c.train.steps and not ended:
                 t0 = time.perf_counter()
                 self._sync_model()
                 key = jax.random.fold_in(self.state.rng, step)
@@ -422,18 +436,23 @@ class Trainer:
                     )
                 self.io.log_train(step, c.train.steps, stats)
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
-                    self.io.log_eval(step, self.evaluate())
+                    last_eval = (step, self.evaluate())
+                    self.io.log_eval(*last_eval)
+                    ended = stop_rule is not None and stop_rule()
                 # A preemption signal may reach only some hosts: all stop at the same step.
                 stop = distributed.agree(guard.requested)
-                if step % c.checkpoint.every == 0 or step == c.train.steps or stop:
+                if step % c.checkpoint.every == 0 or step == c.train.steps or stop or ended:
                     sched_state = None if self.sched is None else self.sched.state
                     self.io.save(step, self.state, self.prompts, stats, sched_state)
                 if stop:
                     by = guard.signal_name or "another process's signal"
                     log.warning("%s received: checkpoint saved at step %d", by, step)
                     return {"preempted": True, "step": step}
-        final = self.evaluate()
-        self.io.log_eval(step, final)
+        if ended and last_eval[0] == step:
+            final = last_eval[1]  # the rule ended the run right after this evaluation
+        else:
+            final = self.evaluate()
+            self.io.log_eval(step, final)
         self.io.finish(self.model if c.checkpoint.export_final else None, self.tokenizer)
         return final
 

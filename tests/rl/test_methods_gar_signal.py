@@ -242,7 +242,9 @@ def test_gar_signatures_from_model_match_full_logits(family):
         assert np.all(np.asarray(got[3]) == 0)
     # One forward pass, both outputs: the signature and the scorer's log-probs.
     np.testing.assert_allclose(fused_sig, sigs[0], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(fused_logps, logps, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(  # on the response tokens (what the trainer keeps)
+        np.where(mask, fused_logps, 0), np.where(mask, logps, 0), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_gar_rewards_from_signatures():
@@ -304,3 +306,14 @@ def test_gar_signal_trainer_pulse(tmp_path, monkeypatch):
     train = [x for x in lines if x["split"] == "train"]
     assert [x["step"] for x in train] == [1, 2]
     assert all(np.isfinite(x["loss"]) and x["grad_norm"] > 0 for x in train)
+
+
+def test_gar_options_are_checked_before_any_work():
+    entry = signals.SIGNALS.get("gar")
+    for bad, match in (
+        ({"aux_combine": "mean"}, "aux_combine = 'mean'; valid: aux_residual"),
+        ({"variant": "hidden"}, "variant = 'hidden'; valid: grad_hidden, grad"),
+        ({"min_group": 0}, "min_group = 0 must be >= 1"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            entry.fn(None, None, None, **{**entry.defaults, **bad})

@@ -10,5 +10,6 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     gar_signal,
     gradient_signals,
     model_signals,
+    mopd,
     task_signals,
 )

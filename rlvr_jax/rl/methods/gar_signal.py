@@ -19,7 +19,7 @@ from flax import nnx
 
 from rlvr_jax import sharding
 from rlvr_jax.core import gar as gar_lib
-from rlvr_jax.models.scoring import logps_from_logits
+from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import signals
 
 
@@ -44,11 +44,10 @@ def gar_signatures_from_model(
 
     One forward pass for the final hidden states, then `core.gar.gar_signatures`
     over the response tokens: hidden state t predicts token t + 1, so token t of
-    `mask_BxT` pairs with hidden state t − 1. With `with_logps` the same pass
-    also gives every token's log-prob (the scorer's `token_logps`, from the
-    logits of those hidden states): GAR then costs no forward pass of its own in
-    a step that needs the trainer's old log-probs. No gradient flows (rewards
-    are data).
+    `mask_BxT` pairs with hidden state t − 1. With `with_logps` that pass is the
+    trainer's own scoring forward (`models.scoring.token_logps` returning its
+    hidden states): GAR then costs no forward pass of its own in a step that
+    needs the trainer's old log-probs. No gradient flows (rewards are data).
 
     Args:
       model: a `rlvr_jax.models.transformer.Transformer`.
@@ -63,13 +62,17 @@ def gar_signatures_from_model(
       sig_BxD float32 unit vectors (0 for rows without a response token), and
       with `with_logps` the pair (sig_BxD, logps_BxT).
     """
-    out = model.forward(
-        tokens_BxT, attention_mask_BxT, return_hidden=True, logits="all" if with_logps else "none"
-    )
+    if with_logps:
+        # Entry t of the scorer's hidden states predicts token t (entry 0 is zeros).
+        logps, hidden = token_logps(model, tokens_BxT, attention_mask_BxT, return_hidden=True)
+        hidden = hidden[:, 1:]
+    else:
+        out = model.forward(tokens_BxT, attention_mask_BxT, return_hidden=True, logits="none")
+        hidden = out.hidden[:, :-1]
     attn = jnp.asarray(attention_mask_BxT) != 0
     mask = (jnp.asarray(mask_BxT) != 0) & attn
     sig = gar_lib.gar_signatures(
-        out.hidden[:, :-1],
+        hidden,
         output_projection_VxD(model),
         tokens_BxT[:, 1:],
         mask[:, 1:],
@@ -78,7 +81,6 @@ def gar_signatures_from_model(
     )
     if not with_logps:
         return jax.lax.stop_gradient(sig)
-    logps = logps_from_logits(out.logits, tokens_BxT, attention_mask_BxT)
     return jax.lax.stop_gradient((sig, logps))
 
 
@@ -274,6 +276,17 @@ def gar_signal(
     Returns:
       {"rewards_B": float32 [R], "old_logps_BxT": float32 [R, T]}.
     """
+    for field, value, valid in (
+        ("variant", variant, gar_lib.VARIANTS),
+        ("aux_combine", aux_combine, gar_lib.AUX_COMBINES),
+    ):
+        if value not in valid:
+            raise ValueError(f"config.score.gar.{field} = {value!r}; valid: {', '.join(valid)}")
+    if min_group < 1 or aux_anchors < 0:
+        raise ValueError(
+            f"config.score.gar: min_group = {min_group} must be >= 1 and aux_anchors = "
+            f"{aux_anchors} >= 0"
+        )
     t = ctx.trainer
     fn = _signature_fn(ctx, variant, chunk, with_logps=True)
     fixed, rows = (t.state.params, t.rest), t._chunk()
