@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-ROLLOUT_STAGE = "rollout-stage issue"
 TREE_ROLLOUTS = "tree / game / reflection rollouts issue"
-PIPELINES = "pipelines issue"
+PIPELINES = "a pipeline run (rlvr_jax.pipeline), not yet run by the harness"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +50,8 @@ PAPERS = (
         "ebl",
         "Locked at the Entrance (early branch locking)",
         "late-layer interpolation +37% solution coverage at no pass@1 loss",
-        f"{PIPELINES}: entrance analysis and interpolation",
+        "an analysis of checkpoints (rlvr_jax.analysis, docs/entrance.md), not yet run "
+        "by the harness",
     ),
     Paper(
         "fusion",
@@ -74,7 +74,6 @@ PAPERS = (
         "nc_grpo",
         "Perturb the Thought (NC-GRPO)",
         "latent-noise rollouts improve OOD reasoning over GRPO",
-        f"{ROLLOUT_STAGE}: latent-noise rollouts",
     ),
     Paper(
         "graph_difficulty",
@@ -85,7 +84,7 @@ PAPERS = (
         "multilingual",
         "GRPO Beyond English",
         "native-language reasoning leaves a small gap; strong cross-lingual transfer",
-        f"{PIPELINES}: the language reward and matrix",
+        "a train × evaluation language matrix (docs/multilingual.md), not yet run by the harness",
     ),
     Paper(
         "pair",
@@ -138,7 +137,6 @@ PAPERS = (
         "lspo",
         "LoRA Scaffolded Policy Optimization (LSPO)",
         "LSPO beats DAPO (+3.8 points averaged over 16 cells)",
-        f"{ROLLOUT_STAGE}: LoRA-scaffold re-rolls",
     ),
     Paper(
         "sara",
@@ -160,13 +158,11 @@ PAPERS = (
         "iso",
         "ISO: isospectral optimization",
         "ISO-AdamW reaches AdamW's accuracy in fewer steps",
-        f"{PIPELINES}: the isospectral optimizer",
     ),
     Paper(
         "oc_grpo",
         "Off-Context GRPO (privileged guidance)",
         "+3.9 points over vanilla GRPO",
-        f"{ROLLOUT_STAGE}: guided rollouts with the off-context weight",
     ),
     Paper(
         "h2sd",

@@ -2,11 +2,11 @@
 
 `metric_value(records, group_size, metric)` implements the reductions of
 `rlvr_jax.repro.spec.Metric`. Rollouts and generated tokens are counted the same
-way for every select stage: a scheduler logs `select/rollouts` and
-`select/tokens` per step; uniform prompts and dynamic sampling log
-`sampled_groups` (every sampled group has G rollouts), whose tokens are
-estimated as `response_len` (the mean over the rows kept) times the rollouts
-sampled (exact for uniform prompts, where every sampled row is kept).
+way for every select stage: every scheduler (uniform and dynamic sampling
+included) logs `select/rollouts` and `select/tokens` per step. Runs logged
+before uniform / dynamic sampling were schedulers have `sampled_groups` instead
+(every sampled group has G rollouts), whose tokens are estimated as
+`response_len` (the mean over the rows kept) times the rollouts sampled.
 """
 
 from __future__ import annotations
@@ -26,6 +26,14 @@ PASS_1_BEFORE = Metric(
     scale=100.0,
     fmt="{:.1f}",
     doc="held-out pass@1 of the policy before RL (the step-0 evaluation), in %",
+)
+GAIN = Metric(
+    "gain",
+    "pass@1",
+    reduce="gain",
+    scale=100.0,
+    fmt="{:.1f}",
+    doc="held-out pass@1 after RL minus before (the same run's step-0 evaluation), in points",
 )
 ROLLOUTS = Metric(
     "rollouts", "rollouts", reduce="rollouts", fmt="{:.0f}", doc="rollouts generated in all steps"
@@ -110,9 +118,12 @@ def metric_value(records: list[dict], group_size: int, metric: Metric) -> float:
     train, evals = _train(records), _evals(records)
     if metric.reduce == "final":
         return _number(evals[-1].get(metric.key)) if evals else math.nan
-    if metric.reduce == "initial":
+    if metric.reduce in ("initial", "gain"):
         first = evals[0] if evals and evals[0]["step"] == 0 else {}
-        return _number(first.get(metric.key))
+        initial = _number(first.get(metric.key))
+        if metric.reduce == "initial":
+            return initial
+        return _number(evals[-1].get(metric.key)) - initial if len(evals) > 1 else math.nan
     if metric.reduce == "rollouts":
         return float(sum(step_rollouts(r, group_size) for r in train)) if train else math.nan
     if metric.reduce == "tokens":

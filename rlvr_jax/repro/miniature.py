@@ -61,7 +61,8 @@ DS = Arm(
     "baselines/grpo.py",
     {"select.name": "dynamic_sampling"},
     role="baseline",
-    note="GRPO with DAPO's dynamic sampling (drop zero-variance groups, refill; ≤ 3 rounds)",
+    note="GRPO with DAPO's dynamic sampling (keep groups with 0 < #correct < G by the "
+    "verifier's verdict, resample until B are kept; ≤ 3 rounds)",
 )
 DPS = Arm(
     "dps",

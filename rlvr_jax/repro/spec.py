@@ -33,6 +33,7 @@ ROLES = ("method", "baseline", "ablation")
 REDUCTIONS = (
     "initial",
     "final",
+    "gain",
     "sum",
     "mean",
     "last",
@@ -75,7 +76,8 @@ class Metric:
       name: the column label (and the name claims refer to).
       key: the metrics.jsonl key ("pass@1", "select/rollouts", "clip_high_frac").
       reduce: "final" (the last eval record's value), "initial" (the step-0 eval's:
-        the policy before RL), "sum" / "mean" / "last" over
+        the policy before RL), "gain" (final minus initial: what RL added in
+        this run), "sum" / "mean" / "last" over
         the train records that have the key, "rollouts" (rollouts generated over
         the run), "tokens" (response tokens generated over the run),
         "effective_per_1k" (groups with reward variance > 0 per 1000 rollouts), or

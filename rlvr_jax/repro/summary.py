@@ -101,7 +101,7 @@ def summary_text(docs: Path, experiments: Path = EXPERIMENTS) -> str:
     if others:
         lines += [
             "",
-            "Other pages (baselines and select-stage references, not seed papers): "
+            "Other pages (baselines, select-stage and rollout-stage references, not seed papers): "
             + ", ".join(f"[{s}](reproductions/{s}.md)" for s in others)
             + ".",
         ]

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the methods)
-from rlvr_jax.rl import credit, objectives, scheduled  # noqa: F401  (scheduled: "pair")
+from rlvr_jax.rl import credit, objectives, select  # noqa: F401  (select registers "pair")
 
 TOL = dict(rtol=1e-6, atol=1e-6)
 B, T = 8, 5
@@ -59,7 +59,6 @@ def make_batch(**fields):
         "correct_B": CORRECT.copy(),
         "group_B": GROUP.copy(),
         "valid_B": np.ones(B, bool),
-        "step": 0,
     }
     b.update(fields)
     return b
@@ -79,12 +78,12 @@ def grpo(b):
     return np.asarray(adv)
 
 
-def transform(name, b, **hp):
-    """(GRPO advantages A, the transform's output) on batch b."""
+def transform(name, b, step=0, **hp):
+    """(GRPO advantages A, the transform's output at RL step `step`) on batch b."""
     a = grpo(b)
     np.testing.assert_allclose(a, A_ROWS[:, None] * b["mask_BxT"], rtol=1e-5, atol=1e-6)
     params = {name: {**credit.TRANSFORMS.get(name).defaults, **hp}}
-    return a, np.asarray(credit.apply_transforms([name], a, b, params))
+    return a, np.asarray(credit.apply_transforms([name], a, b, params, step=step))
 
 
 def with_d(d_BxT, key="teacher_logps_BxT", **fields):
@@ -324,7 +323,7 @@ def saf_differs():
 
 def saf_reduces():
     # Step 0 of the warm-up: w(0) = 0, GRPO (the schedule's start).
-    a, out = transform("saf_opd", with_d(_d(), step=0))
+    a, out = transform("saf_opd", with_d(_d()), step=0)
     np.testing.assert_allclose(out, a, **TOL)
 
 
@@ -507,7 +506,13 @@ def loss(name, adv_BxT, logps=None, mb_extra=None, **hp):
     entry = objectives.POLICY_LOSSES.get(name)
     kw = {**entry.defaults, **hp}
     mb = {"mask_BxT": MASK, "old_logps_BxT": old, "adv_BxT": adv_BxT, **(mb_extra or {})}
+    if "group_success_B" in entry.requires and "group_success_B" not in mb:
+        # Each row's group success rate (GAPO's clip-rate buckets; the loss ignores it).
+        rate = np.array([CORRECT[GROUP == g].mean() for g in GROUP], np.float32)
+        mb["group_success_B"] = rate
     extra = {"mb": mb} if entry.requires else {}
+    if name in objectives.MINIBATCH_STATS:  # e.g. GAPO's Ā, over the whole minibatch
+        extra["minibatch"] = objectives.MINIBATCH_STATS[name](mb, **kw)
     out, _ = entry.fn(jnp.asarray(logps), old, jnp.asarray(adv_BxT), MASK, **extra, **kw)
     return np.asarray(out)
 
