@@ -8,7 +8,7 @@ GRPO update: `rlvr_jax.rl.update.make_update` with the PPO-clip loss on one
 micro-batch (forward + backward + AdamW). GAR reward: one forward pass (hidden
 states only) over the rollouts and over one expert anchor per group, the
 chunked output-projection signatures, max-cosine alignment and the group-centred
-dense reward (`rlvr_jax.rl.methods.gradient_signals`). Also timed: the GAR
+dense reward (`rlvr_jax.rl.methods.gar_signal`). Also timed: the GAR
 kernel alone given the hidden states (what GAR adds when the score stage reuses
 the hidden states of a forward pass it runs anyway). Each is jitted, warmed up,
 then timed `--repeats` times alternately; medians are printed (paper: < 9%
@@ -30,7 +30,7 @@ from flax import nnx
 from rlvr_jax.core import gar as gar_lib
 from rlvr_jax.models.transformer import init_model
 from rlvr_jax.rl import objectives
-from rlvr_jax.rl.methods import gradient_signals as gs
+from rlvr_jax.rl.methods import gar_signal as gs
 from rlvr_jax.rl.update import RLState, build_optimizer, make_update
 from rlvr_jax.testing import bench_config
 

@@ -20,8 +20,9 @@
 Everything random derives from `config.seed` and the step number, and the
 prompt iterator's position is checkpointed with the train state, so a resumed
 run repeats an uninterrupted one exactly. SIGTERM saves a checkpoint and stops;
-a non-finite loss stops the run before anything is saved (the last checkpoint
-stays the last good one).
+a non-finite loss, and after every update a non-finite or exploded parameter or
+gradient norm (`run.guard`, bounds in `config.guard`), stop the run before
+anything is saved (the last checkpoint stays the last good one).
 
 Multi-process runs (one process per host, `rlvr_jax.distributed`; our design):
 every process reads its own shard of the prompts, `data.prompts_per_step / P`
@@ -68,8 +69,8 @@ from rlvr_jax.rl import build, credit, scheduled, select, signals
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.rollout import Groups, sample_groups
-from rlvr_jax.rl.run_io import RunIO
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
+from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.train.evaluate import evaluate_task
 
@@ -125,10 +126,12 @@ def _check_processes(c: ml_collections.ConfigDict, mesh, scheduled_select: bool)
 class Trainer:
     """One RL run: the models, the jitted programs and the host state between steps."""
 
-    def __init__(self, config: ml_collections.ConfigDict, workdir: str | Path):
+    def __init__(
+        self, config: ml_collections.ConfigDict, workdir: str | Path, allow_config_change=()
+    ):
         validate(config)
         self.c = c = config
-        self.io = RunIO(workdir, config)
+        self.io = RunIO(workdir, config, allow_config_change=allow_config_change)
         # Every model, state and jitted program below lives on this mesh (config.mesh).
         self.mesh, self.rules = build.build_mesh(c), c.mesh.rules
         _check_processes(c, self.mesh, c.select.name in scheduled.SCHEDULED)
@@ -185,8 +188,7 @@ class Trainer:
             critic_opt = critic_optimizer.init(critic_params)
             self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
             self.value_fn = _on_host_rows(make_value_fn(critic_graphdef, **mesh_kw), self.mesh)
-        rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
-        constant = c.loss.constant or rows * c.rollout.max_new_tokens
+        constant = c.loss.constant or c.rollout.max_new_tokens  # per non-empty row
         kw = dict(
             constant=constant,
             critic_graphdef=critic_graphdef,
@@ -329,7 +331,10 @@ class Trainer:
                 # Global micro-batch i: every process's micro-batch i, concatenated.
                 mb = distributed.host_local_to_global(mb, self.mesh, mb_sharding)
                 self.state, metrics = update(self.state, self.rest, self.critic_rest, mb)
-                for key, v in jax.device_get(metrics).items():
+                metrics = jax.device_get(metrics)
+                # Before anything of this step can be saved: parameters and grad norm sane.
+                self.io.check_update(self.state, metrics, step + 1, n_updates)
+                for key, v in metrics.items():
                     totals[key] = totals.get(key, 0.0) + float(v)
                 n_updates += 1
         out = {k: v / n_updates for k, v in totals.items() if not k.startswith("sum/")}
@@ -412,8 +417,8 @@ class Trainer:
                 )
                 if "loss" in stats and not np.isfinite(stats["loss"]):
                     raise FloatingPointError(
-                        f"loss is {stats['loss']} at step {step}; stopping. The last good "
-                        f"checkpoint (step {self.io.latest_step()}) is intact"
+                        f"loss is {stats['loss']} at step {step}; stopping. "
+                        + self.io.resume_hint()
                     )
                 self.io.log_train(step, c.train.steps, stats)
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
@@ -475,9 +480,15 @@ def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
     }
 
 
-def train(config: ml_collections.ConfigDict, workdir: str | Path) -> dict[str, Any]:
-    """Runs (or resumes) the RL experiment of `config` in `workdir`; returns the final eval."""
-    trainer = Trainer(config, workdir)
+def train(
+    config: ml_collections.ConfigDict, workdir: str | Path, allow_config_change=()
+) -> dict[str, Any]:
+    """Runs (or resumes) the RL experiment of `config` in `workdir`; returns the final eval.
+
+    `allow_config_change` names config fields a resume may change (`run_io.RunIO`);
+    a run stopped by SIGTERM returns {"preempted": True, "step": ...}.
+    """
+    trainer = Trainer(config, workdir, allow_config_change)
     try:
         return trainer.run()
     finally:

@@ -68,7 +68,11 @@ METHODS = {
     "cpo/cpo": dict(
         transforms="cpo",
         signals="hint",
-        fields={"credit.cpo.lam_wrong": 0.1, "score.hint.correct_template": ""},
+        fields={
+            "credit.cpo.lam_wrong": 0.1,
+            "credit.cpo.lam_correct": 0.1,
+            "score.hint.correct_template": "",
+        },
     ),
     "cpo/entropy_shaping": dict(
         transforms="entropy_shaping",
@@ -94,7 +98,18 @@ METHODS = {
     "lspo/lspo": dict(
         loss="lspo", signals="behaviour", fields={"loss.lspo.length_normalise": True}
     ),
-    "gar/gar": dict(signals="gar", fields={"score.gar.beta": 0.5}),
+    "gar/gar": dict(
+        signals="gar",
+        credit="reinforce_pp",  # the GAR reward is the advantage (reference code)
+        fields={
+            "score.gar.beta": 0.5,
+            "score.gar.min_group": 2,
+            "score.gar.aux_combine": "aux_residual",
+            "score.gar.aux_weight": 0.5,
+            "credit.reinforce_pp.baseline": "none",
+            "credit.reinforce_pp.whiten": False,
+        },
+    ),
     "hl_gauss/hl_gauss": dict(
         credit="gae",
         fields={
@@ -167,6 +182,46 @@ def test_every_listed_signal_feeds_the_method(name):
         read.update(signals.SIGNALS.get(s).requires)
     for s in signals.signal_names(c):
         assert set(signals.provides(s)) & read, s
+
+
+# Experiments with several arms of one comparison: arm -> the fields that define it.
+ARMS = {
+    "cpo/cpo": {
+        "balanced": {"credit.cpo.lam_correct": 0.1, "credit.cpo.lam_wrong": 0.1},
+        "correct_only": {"credit.cpo.lam_correct": 0.1, "credit.cpo.lam_wrong": 0.0},
+        "wrong_only": {"credit.cpo.lam_correct": 0.0, "credit.cpo.lam_wrong": 0.1},
+    },
+    "gar/gar": {
+        "reference": {"credit.name": "reinforce_pp", "credit.reinforce_pp.whiten": False},
+        "normalised": {"credit.name": "grpo"},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARMS))
+def test_arms_set_their_fields_and_nothing_else(name):
+    default = load(name)
+    for arm, fields in ARMS[name].items():
+        for base in ("", "arithmetic", "pulse"):
+            c = load(name, f"{arm},{base}" if base else arm)
+            validate(c)
+            for field, value in fields.items():
+                assert _get(c, field) == value, (arm, base, field)
+            if base == "":  # the arm changes only its own fields
+                diff = _diff(default.to_dict(), c.to_dict())
+                assert diff <= set(fields) | {"credit.name"}, (arm, diff)
+    with pytest.raises(ValueError, match="at most one arm"):
+        load(name, ",".join(ARMS[name]))
+
+
+def _diff(a, b, prefix=""):
+    out = set()
+    for k in a:
+        if isinstance(a[k], dict):
+            out |= _diff(a[k], b[k], f"{prefix}{k}.")
+        elif a[k] != b[k]:
+            out.add(prefix + k)
+    return out
 
 
 def test_cliff_refuses_countdown():

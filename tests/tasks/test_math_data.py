@@ -409,3 +409,43 @@ def test_fuzz_arbitrary_text(warm, text):
         verdict, seconds = _timed(task, _gold("\\frac{1}{2}"), response)
         assert verdict.reason in REASONS and 0.0 <= verdict.reward <= 1.0
         assert seconds < 0.1, (response[:80], verdict, seconds)
+
+
+# ---- lines that break json itself, and answers that are not answers ----
+BAD_LINES = {
+    "deep": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    "huge_int": ('{"problem": "Q?", "answer": ' + "9" * 5000 + "}", "invalid JSON"),
+    "nan": ('{"problem": "Q?", "answer": NaN}', "not a finite number"),
+    "inf": ('{"problem": "Q?", "answer": Infinity}', "not a finite number"),
+    "empty": ('{"problem": "Q?", "answer": ""}', "non-empty"),
+    "empty_boxed": ('{"problem": "Q?", "answer": "\\\\boxed{}"}', "non-empty"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LINES))
+def test_bad_line_names_file_and_line(tmp_path, kind):
+    line, why = BAD_LINES[kind]
+    good = _records(2)
+    path = _write_jsonl(tmp_path / "d.jsonl", [good[0], line, good[1]])
+    with pytest.raises(ValueError, match=rf"d\.jsonl, line 2: .*{why}"):
+        tasks.get("math_file", path=path).num_problems()
+
+
+def test_bad_lines_are_skipped(tmp_path):
+    good = _records(2)
+    lines = [good[0]] + [line for line, _ in BAD_LINES.values()] + [good[1]]
+    path = _write_jsonl(tmp_path / "d.jsonl", lines)
+    task = tasks.get("math_file", path=path, on_error="skip", split_fractions=(1, 0, 0))
+    assert task.num_skipped() == len(BAD_LINES) and task.num_problems() == 2
+    assert [task.problem(i).answer for i in range(2)] == ["0", "2"]
+
+
+def test_checker_processes_start_when_the_task_is_built(monkeypatch):
+    """The first verify must not pay the checkers' start-up: building the task starts them."""
+    monkeypatch.setattr(math_data, "_math_verify_available", lambda: True)
+    started = []
+    monkeypatch.setattr(math_data, "_get_pool", lambda: started.append(1))
+    tasks.get("math_file", checker="exact")
+    assert not started
+    tasks.get("math_file")
+    assert started

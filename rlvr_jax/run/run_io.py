@@ -1,0 +1,420 @@
+"""What an RL run writes and reads in its workdir.
+
+  run.lock          the live run's host, pid and start time (one run per workdir)
+  config.json       the full config (a rerun with other algorithm fields is refused,
+                    unless they are named in `allow_config_change`)
+  metrics.jsonl     one line per train step and per evaluation (+ tensorboard/)
+  checkpoints/      orbax: train state + metadata
+  iterators/<step>/process_<i>-of-<n>.json   each process's prompt iterator position
+  scheduler/<step>.npz   the select-stage scheduler's state at each checkpointed step
+                    (its leaves in `jax.tree.leaves` order; runs with a scheduler only)
+  export/           the final policy in Hugging Face format (+ tokenizer)
+  results.md, curves.png   the before/after table and the training curves
+
+  corrupt_checkpoints/<step>/  a checkpoint that no longer restores, set aside on resume
+
+Process 0 writes the files that orbax does not manage, except the iterator
+positions: every process writes its own (each host reads its own prompt shard).
+Process 0 also holds the workdir lock: a second run on the same workdir is refused
+at start, naming the holder; a lock left by a dead process is taken over.
+
+Resuming rewinds the whole record to the checkpoint: `metrics.jsonl` is cut to the
+records it held when the checkpoint was saved (none when there is no checkpoint
+yet), so after any crash and rerun it equals the uninterrupted run's log. If the
+newest checkpoint does not restore (a corrupted file), the newest one that does is
+used, with a warning, and the broken one is moved to `corrupt_checkpoints/`.
+
+A run stopped by SIGTERM saves a checkpoint and its process exits with
+EXIT_PREEMPTED (75, EX_TEMPFAIL), so a scheduler can requeue it.
+Paths are `etils.epath` paths, so a `gs://bucket/run` workdir stays a URL (pathlib
+would collapse its `//`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+from etils import epath
+
+from rlvr_jax import distributed
+from rlvr_jax.locking import FileLock, HeldError
+from rlvr_jax.run.checkpointing import CheckpointMismatch, PreemptionGuard, RunCheckpointer
+from rlvr_jax.run.guard import DivergenceGuard, resume_hint
+from rlvr_jax.run.logger import MetricsLogger
+from rlvr_jax.scheduling import load_state, save_state
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+LOCK_FILE = "run.lock"
+# The exit status of a run stopped by SIGTERM after saving its checkpoint: sysexits.h's
+# EX_TEMPFAIL ("try again later"), distinct from success (0) and from errors (1).
+EXIT_PREEMPTED = 75
+# Fields a resumed run may change: how long it runs, where and what it writes, how it
+# guards against divergence, not what it learns (checkpoints restore onto any mesh).
+RESUMABLE_PREFIXES = ("train.steps", "eval.", "checkpoint.", "log.", "mesh.", "guard.")
+
+
+def as_path(path: str | os.PathLike) -> epath.Path:
+    """An epath path that keeps URLs ("gs://b/x") intact; local paths as given."""
+    return epath.Path(os.fspath(path))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPaths:
+    """Where a run's files live under its workdir (a local path or a gs:// URL)."""
+
+    workdir: epath.Path
+
+    @classmethod
+    def of(cls, workdir: str | os.PathLike) -> RunPaths:
+        return cls(as_path(workdir))
+
+    @property
+    def config(self) -> epath.Path:
+        return self.workdir / CONFIG_FILE
+
+    @property
+    def checkpoints(self) -> epath.Path:
+        return self.workdir / "checkpoints"
+
+    @property
+    def scheduler_dir(self) -> epath.Path:
+        return self.workdir / "scheduler"
+
+    @property
+    def iterators_dir(self) -> epath.Path:
+        return self.workdir / "iterators"
+
+    @property
+    def export(self) -> epath.Path:
+        return self.workdir / "export"
+
+    @property
+    def lock(self) -> epath.Path:
+        return self.workdir / LOCK_FILE
+
+    @property
+    def corrupt(self) -> epath.Path:
+        return self.workdir / "corrupt_checkpoints"
+
+    def scheduler(self, step: int) -> epath.Path:
+        return self.scheduler_dir / f"{step}.npz"
+
+    def iterator(self, step: int, process_index=None, process_count=None) -> epath.Path:
+        """This process's (or the given one's) prompt-iterator file of checkpoint `step`."""
+        name = distributed.iterator_state_name(process_index, process_count)
+        return self.iterators_dir / str(step) / name
+
+
+def _write_atomic(path: epath.Path, write) -> None:
+    """`write(file)` into a temporary sibling, then renamed: readers never see half a file."""
+    tmp = path.parent / f"{path.name}.tmp"
+    with tmp.open("wb") as f:
+        write(f)
+    tmp.replace(path)
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_resumable(
+    saved: dict[str, Any], current: dict[str, Any], path: Path, allow: Sequence[str] = ()
+) -> list[str]:
+    """The fields that differ between a workdir's config and this one.
+
+    Args:
+      saved, current: the two configs as nested dicts.
+      path: the saved config's file (for the error).
+      allow: fields that may differ beyond RESUMABLE_PREFIXES: a field name
+        ("optimizer.lr") or a section ("optimizer"); each must exist in `current`.
+    Returns:
+      The differing field names (resumable or allowed ones), sorted.
+    Raises:
+      ValueError: a field differs that is neither resumable nor allowed (the
+        message lists them and the flag that would allow them), or `allow`
+        names a field the config does not have.
+    """
+    a, b = _flat(saved), _flat(current)
+    for name in allow:
+        if name not in b and not any(k.startswith(name + ".") for k in b):
+            raise ValueError(f"--allow_config_change names {name!r}, which is no config field")
+    prefixes = RESUMABLE_PREFIXES + tuple(f"{n}." for n in allow)
+    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    refused = [k for k in diff if not (k in allow or k.startswith(prefixes))]
+    if refused:
+        shown = ", ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in refused[:8])
+        raise ValueError(
+            f"{path} holds a run with a different config ({shown}); use a new --workdir, "
+            f"change only {', '.join(RESUMABLE_PREFIXES)}, or resume from its last "
+            f"checkpoint with the change: --allow_config_change={','.join(refused)}"
+        )
+    return diff
+
+
+class RunIO:
+    """The workdir of one run: config check, logger, checkpointer, export and report."""
+
+    def __init__(
+        self,
+        workdir: str | Path,
+        config: ml_collections.ConfigDict,
+        *,
+        allow_config_change: Sequence[str] = (),
+    ):
+        """Locks the workdir and opens its config, log and checkpoints.
+
+        Args:
+          workdir: the run directory (a local path or a gs:// URL; created).
+          config: the run's config; a workdir with a checkpoint accepts it only
+            if it differs from the saved one in resumable or allowed fields.
+          allow_config_change: fields (or sections) this resume may change, e.g.
+            ("optimizer.lr",) after a divergence; the changes are logged.
+        Raises:
+          ValueError: an empty workdir, or a refused config change.
+          HeldError: another live run holds the workdir.
+        """
+        if not os.fspath(workdir).strip():
+            raise ValueError(
+                "the workdir is empty (--workdir=): give the run its own directory, e.g. "
+                "--workdir=runs/my_run"
+            )
+        self.paths = RunPaths.of(workdir)
+        self.workdir = self.paths.workdir
+        self.chief = distributed.is_logging_process()
+        self._lock = self._acquire_lock()
+        try:
+            self._open(config, tuple(allow_config_change))
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _acquire_lock(self) -> FileLock | None:
+        """Process 0 locks the workdir; every process raises if it could not."""
+        lock, error = None, None
+        if self.chief:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(self.paths.lock, what=f"run directory {self.workdir}")
+            try:
+                lock.acquire()
+            except HeldError as err:
+                lock, error = None, err
+        if distributed.agree(error is not None):
+            raise error or HeldError(f"process 0 could not lock {self.paths.lock}")
+        return lock
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _open(self, config: ml_collections.ConfigDict, allow: tuple[str, ...]) -> None:
+        # The checkpointer is opened only under the lock: opening it removes the
+        # temporary directories of unfinished saves, which a live run may be writing.
+        self.ckpt = RunCheckpointer(self.paths.checkpoints, keep=config.checkpoint.keep)
+        current = json.loads(config.to_json())
+        path = self.paths.config
+        # Without a checkpoint nothing is resumed, so any config may start over.
+        if path.is_file() and self.ckpt.all_steps():
+            changed = check_resumable(json.loads(path.read_text()), current, path, allow)
+            if changed:
+                log.warning("resuming %s with config changes: %s", self.workdir, ", ".join(changed))
+        if self.chief:
+            text = json.dumps(current, indent=2, sort_keys=True).encode()
+            _write_atomic(path, lambda f: f.write(text))
+        self.logger = MetricsLogger(
+            self.workdir,
+            enabled=self.chief,
+            tensorboard=config.log.tensorboard,
+            progress_every_s=config.log.progress_every_s,
+        )
+        self.guard = DivergenceGuard(config.guard.max_grad_norm, config.guard.max_param_abs)
+
+    def latest_step(self) -> int | None:
+        return self.ckpt.latest_step()
+
+    def restore(self, state, prompts):
+        """(state, step) from the newest checkpoint that restores, prompt iterator repositioned.
+
+        Arrays are restored onto `state`'s shardings (a sharded run restores sharded,
+        onto whatever mesh it runs now); each process reads its own iterator position.
+        A checkpoint that fails to read is moved to `corrupt_checkpoints/` with a
+        warning and the previous one is tried. The metrics log is cut back to what
+        it held when the restored checkpoint was saved (to nothing without one).
+
+        Raises:
+          CheckpointMismatch: the checkpoint holds another train state (another model
+            or optimizer): no fallback, every checkpoint of the run would differ.
+          RuntimeError: checkpoints exist but none restores.
+        """
+        steps = self.ckpt.all_steps()
+        for step in reversed(steps):
+            try:
+                restored, data_state, meta = self.ckpt.restore(state, step)
+            except CheckpointMismatch:
+                raise
+            except Exception as err:  # noqa: BLE001 - tensorstore/orbax raise bare Exceptions
+                log.warning(
+                    "checkpoint %d in %s does not restore (%s: %.300s); moving it to %s and "
+                    "trying the previous one",
+                    step, self.ckpt_dir, type(err).__name__, err, self.paths.corrupt,
+                )  # fmt: skip
+                self._set_aside(step)
+                continue
+            self._reposition(step, prompts, data_state)
+            self.logger.truncate(step, keep_records=meta.get("log_records"))
+            log.info("resumed from %s at step %d", self.ckpt_dir, step)
+            return restored, int(step)
+        if steps:
+            raise RuntimeError(
+                f"none of the checkpoints {steps} in {self.ckpt_dir} restores (moved to "
+                f"{self.paths.corrupt}); start again with a new --workdir"
+            )
+        self.logger.truncate(-1)  # records of an attempt that crashed before any checkpoint
+        return state, 0
+
+    def _set_aside(self, step: int) -> None:
+        """Moves a checkpoint that does not restore out of orbax's view (process 0)."""
+        if self.chief:
+            self.paths.corrupt.mkdir(parents=True, exist_ok=True)
+            dest = self.paths.corrupt / str(step)
+            if dest.exists():
+                dest.rmtree()
+            (self.ckpt_dir / str(step)).rename(dest)
+        distributed.sync(f"rlvr_jax_run_io_set_aside_{step}")
+        self.ckpt.reload()
+
+    def _reposition(self, step: int, prompts, data_state) -> None:
+        path = self.paths.iterator(step)
+        if path.is_file():
+            prompts.set_state(json.loads(path.read_text()))
+        elif data_state is not None:  # checkpoints written before per-process iterator files
+            prompts.set_state(data_state)
+        else:
+            raise FileNotFoundError(
+                f"{path} is missing: checkpoint {step} has no prompt-iterator state for this "
+                "process (was it written by a run with another number of processes?)"
+            )
+
+    @property
+    def ckpt_dir(self) -> epath.Path:
+        return self.paths.checkpoints
+
+    def save(
+        self, step: int, state, prompts, metrics: dict[str, float], scheduler_state=None
+    ) -> None:
+        """Checkpoints a step (every process calls it, with its own `prompts`).
+
+        `scheduler_state` (a dict of arrays) is saved next to it by process 0, each
+        process's iterator position to `iterators/<step>/`. Both are written
+        (atomically) before the orbax step, so every complete checkpoint has them;
+        files of pruned steps are removed.
+        """
+        iterator_path = self.paths.iterator(step)
+        iterator_path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(prompts.get_state()).encode()
+        _write_atomic(iterator_path, lambda f: f.write(text))
+        if scheduler_state is not None and self.chief:
+            self.sched_dir.mkdir(parents=True, exist_ok=True)
+            _write_atomic(self.paths.scheduler(step), lambda f: save_state(f, scheduler_state))
+        distributed.sync(f"rlvr_jax_run_io_save_{step}")  # all iterator files before the commit
+        meta = {
+            "step": step,
+            "metrics": {k: float(v) for k, v in metrics.items()},
+            "log_records": self.logger.num_records,  # what a resume cuts the log back to
+        }
+        self.ckpt.save(step, state, data_state=None, meta=meta, force=True)
+        if self.chief:
+            self._prune(set(self.ckpt.all_steps()) | {step})
+
+    def _prune(self, live: set[int]) -> None:
+        """Removes scheduler and iterator files of steps orbax no longer keeps."""
+        if self.sched_dir.is_dir():
+            for f in self.sched_dir.glob("*.npz"):
+                if f.name.split(".")[0].isdigit() and int(f.name.split(".")[0]) not in live:
+                    f.unlink()
+        if self.paths.iterators_dir.is_dir():
+            for d in self.paths.iterators_dir.iterdir():
+                if d.name.isdigit() and int(d.name) not in live:
+                    d.rmtree()
+
+    @property
+    def sched_dir(self) -> epath.Path:
+        return self.paths.scheduler_dir
+
+    def restore_scheduler(self, step: int, like):
+        """The scheduler state saved with checkpoint `step`, in the structure of `like`."""
+        path = self.paths.scheduler(step)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} is missing: checkpoint {step} of a scheduled run has no scheduler state"
+            )
+        with path.open("rb") as f:
+            return load_state(f, like)
+
+    def preemption(self) -> PreemptionGuard:
+        return PreemptionGuard()
+
+    def check_update(self, state, metrics: dict[str, Any], step: int, update: int = 0) -> None:
+        """Raises `guard.Diverged` if an optimizer update left a non-finite or exploded state.
+
+        Call after every update, before the step can be saved: the policy's and
+        critic's parameters and the update's gradient norms are checked against
+        `config.guard`.
+        """
+        params = {"policy": state.params, "critic": state.critic_params}
+        self.guard.check(params, metrics, step=step, update=update, last_good=self.latest_step())
+
+    def resume_hint(self) -> str:
+        """Where a rerun resumes from (for errors that stop a run)."""
+        return resume_hint(self.latest_step())
+
+    def log_train(self, step: int, total: int, metrics: dict[str, float]) -> None:
+        self.logger.log(step, metrics, split="train")
+        self.logger.progress(step, total, metrics)
+
+    def log_eval(self, step: int, metrics: dict[str, float]) -> None:
+        self.logger.log(step, metrics, split="eval")
+        shown = "  ".join(
+            f"{k} {v:.3f}" for k, v in metrics.items() if k.startswith(("pass@", "avg@"))
+        )
+        log.info("eval at step %d: %s", step, shown)
+
+    def finish(self, model, tokenizer) -> None:
+        """Exports the final policy (if given) and writes results.md / curves.png."""
+        self.ckpt.wait()
+        if not self.chief:
+            return
+        if model is not None:
+            from rlvr_jax.models import save_pretrained
+            from rlvr_jax.train.warmstart import save_tokenizer
+
+            export = self.paths.export
+            save_pretrained(model, model.config, export)
+            save_tokenizer(tokenizer, export)
+        from rlvr_jax.run.report import write_report
+
+        self.logger.close()
+        write_report(self.workdir)
+
+    def close(self) -> None:
+        """Closes the log and the checkpointer (waiting for saves), then frees the workdir."""
+        try:
+            self.logger.close()
+            self.ckpt.close()
+        finally:
+            self._release_lock()
