@@ -61,8 +61,11 @@ def main(argv):
     absl_logging.set_verbosity(absl_logging.WARNING)
     level = logging.INFO if distributed.is_logging_process() else logging.WARNING
     logging.getLogger("rlvr_jax").setLevel(level)
+    from rlvr_jax.pipeline.config import is_pipeline
     from rlvr_jax.rl.trainer import summary_json, train
 
+    if is_pipeline(_CONFIG.value):  # a multi-stage pipeline (rlvr_jax.pipeline)
+        from rlvr_jax.pipeline.run import run as train
     result = train(_CONFIG.value, _WORKDIR.value, allow_config_change=_ALLOW.value)
     if distributed.is_logging_process():
         print(summary_json(result))

@@ -10,11 +10,11 @@ pass@1 with experiments/baselines/grpo.py:arithmetic.
 
 Paper-fixed (abstract): prefix before the first mistake positive, suffix from it
 negative, correct rollouts unchanged.
-Ours (METHODS.md): a = b = 1 scaled by |A_i| (credit.cliff.scale = True); a
+Ours (docs/methods.md): a = b = 1 scaled by |A_i| (credit.cliff.scale = True); a
 wrong rollout whose locator finds no wrong step keeps A_i; the stop token takes
 the negative credit for a missing step / answer. GRPO advantages, token PPO clip
 ε = 0.2, G = 8, no KL (grpo.py's choices).
-Not here: the LLM-judge and noisy locators of METHODS.md (only the exact step
+Not here: the LLM-judge and noisy locators of docs/methods.md (only the exact step
 verifier is a score signal).
 
 Command: python -m rlvr_jax.main --config=experiments/cliff/cliff.py --workdir=runs/cliff
@@ -39,7 +39,7 @@ def get_config(variant: str = ""):
     c.credit.transforms = "cliff"
     c.credit.cliff.a = 1.0  # a: prefix magnitude (ours)
     c.credit.cliff.b = 1.0  # b: suffix magnitude (ours)
-    c.credit.cliff.scale = True  # ×|A_i| (METHODS.md); False: ±a/±b, also for all-wrong groups
+    c.credit.cliff.scale = True  # ×|A_i| (docs/methods.md); False: ±a/±b, also for all-wrong groups
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
     return apply_variant(c, variant)

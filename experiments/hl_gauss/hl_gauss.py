@@ -7,7 +7,7 @@ N(R_t, σ²) on each bin, σ = 0.75 bin widths); the value is the expected bin
 centre. Report the critic's Brier score and calibration error
 (`core.hl_gauss.brier_score` / `expected_calibration_error`).
 
-Paper-fixed (METHODS.md): HL-Gauss targets with σ = 0.75 bin width, cross-entropy,
+Paper-fixed (docs/methods.md): HL-Gauss targets with σ = 0.75 bin width, cross-entropy,
 value = expectation.
 Ours: m = 51 bins on [0, 1], the verifier's reward range (returns outside it
 are clipped to it, e.g. with an overlong penalty); the rest is ppo.py's: GAE

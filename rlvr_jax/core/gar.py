@@ -208,7 +208,7 @@ def gar_rewards(
       passed_B: bool, the verifier's verdict.
       group_B: int32 group ids in [0, num_groups).
       num_groups: static number of groups (rows // group size, or rows as an upper bound).
-      beta: β ≥ 0 (METHODS.md: .5).
+      beta: β ≥ 0 (docs/methods.md: .5).
       min_group: static, passing anchored rows a group needs for its mean to be subtracted.
       has_anchor_B: optional bool, rows with an anchor (default all).
       valid_B: optional bool, real rows (others get 0).

@@ -125,7 +125,7 @@ class MetricsLogger:
             self._writer = self._open_writer(purge_step=None)
 
     def _open_writer(self, purge_step: int | None):
-        import tensorboardX  # Lazy: optional at import time (DESIGN.md).
+        import tensorboardX  # Lazy: optional at import time (docs/design.md).
 
         return tensorboardX.SummaryWriter(
             logdir=str(self._tb_dir), purge_step=purge_step, flush_secs=10

@@ -1,6 +1,6 @@
 """Batched group sampler with a KV cache: prefill, then one jitted `lax.while_loop` decode.
 
-Layout of every returned batch (the trainer's layout, see DESIGN.md): row b is
+Layout of every returned batch (the trainer's layout, see docs/design.md): row b is
 `[left-padded context | generated region]` of length L = P + N, where P is the
 context length rounded up to a bucket and N = max_new_tokens. The context is
 the prompt, then (optionally) forced tokens: a given prefix (branching from a
@@ -15,7 +15,7 @@ Compilation: one program per (batch size, context bucket, N, noise layer).
 Temperature, top-k, top-p and stop tokens are data and never recompile.
 
 Sharding (`mesh=`, see rlvr_jax.sharding): rows and the KV cache split over (data, fsdp), kv
-heads over `tensor` when it divides them; weights keep their shardings (`init_sharded`).
+heads over `tensor` when it divides them; weights keep their shardings (`models.sharded_init`).
 
 Multi-process (`rlvr_jax.distributed`): every process calls `sample` at the same
 point with its own prompts; one program runs over all hosts' rows (each

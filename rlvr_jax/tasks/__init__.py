@@ -26,10 +26,12 @@ _MODULES: dict[str, str] = {
     "countdown": "rlvr_jax.tasks.countdown",
     "arithmetic": "rlvr_jax.tasks.arithmetic",
     "multilingual_arithmetic": "rlvr_jax.tasks.multilingual",
+    "multilingual_mix": "rlvr_jax.tasks.multilingual",
     "knights_knaves": "rlvr_jax.tasks.logic",
     "tool_lookup": "rlvr_jax.tasks.tools",
     "spy_describe": "rlvr_jax.tasks.spy",
     "math_file": "rlvr_jax.tasks.math_data",
+    "mixture": "rlvr_jax.tasks.mixture",
 }
 _REGISTRY: dict[str, type[Task]] = {}
 

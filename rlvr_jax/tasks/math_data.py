@@ -14,9 +14,12 @@ thread, and a timed-out check returns False like a wrong answer. So each checker
 process interrupts itself with a sub-second `setitimer` alarm at 3/4 of the time
 left, and the caller kills (and replaces in the background) a checker that has
 not answered within `timeout_s`, even one stuck in C code: the limit holds in
-any thread. The bound of one `verify` call is therefore `timeout_s` (default 1 s;
-a check past it is a TIMEOUT verdict), not the <100 ms of the synthetic tasks'
-verifiers: most checks take 1-30 ms after warm-up, intervals and sets 60-180 ms,
+any thread. The bound of one check is therefore `timeout_s` (default 1 s; a
+check past it is a TIMEOUT verdict), not the <100 ms of the synthetic tasks'
+verifiers, counted from the moment a checker is free: a call made while every
+checker is busy with other threads' checks, or restarting after a killed one,
+waits for one first, so a busy pool never turns a correct answer into a
+timeout. Most checks take 1-30 ms after warm-up, intervals and sets 60-180 ms,
 and adversarial answers that pass the screen use the whole budget (749 ms was
 measured for one). Building the task starts the checker processes in the
 background (~2-3 s; `start_checker()` also waits for them), so only a verify

@@ -49,6 +49,7 @@ CASES = [
     ("loss.kl_coef", -0.1, ">= 0"),
     ("loss.entropy_coef", math.inf, "a finite number"),
     ("loss.tis_cap", -1.0, ">= 0"),
+    ("loss.kl_clamp", -1.0, ">= 0"),
     ("data.group_size", 1, ">= 2"),
     ("task.train_size", 0, ">= 1"),
     ("rollout.temperature", -1.0, ">= 0"),

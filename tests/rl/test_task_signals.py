@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import string
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the signals)
+from rlvr_jax import tasks
 from rlvr_jax.core import cbpo, cliff, om_grpo
+from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import config, signals
 from rlvr_jax.rl.methods import task_signals as ts
-from rlvr_jax.rl.rollout import Groups
+from rlvr_jax.rollout import Groups
 from rlvr_jax.tasks import CORRECT, arithmetic, countdown, extract_answer, multilingual
+from rlvr_jax.testing import score_context
 from rlvr_jax.tokenizers import CharTokenizer
 from rlvr_jax.train.warmstart import default_tokenizer
 
@@ -52,7 +56,7 @@ def _groups(tok, task, problems, responses, group, valid=None):
         attention_mask=prompt | resp,
         prompt_mask=prompt,
         response_mask=resp,
-        logps=zeros,
+        behaviour_logps=zeros,
         entropy=zeros,
         group=group,
         valid=valid,
@@ -71,16 +75,15 @@ def _compute(names, task, tok, g, **options):
     for key, value in options.items():
         name, field = key.split("__")
         c.score[name][field] = value
-    ctx = signals.ScoreContext(config=c, trainer=SimpleNamespace(task=task, tokenizer=tok))
-    batch = {
-        "tokens_BxT": g.tokens,
-        "mask_BxT": g.response_mask & g.valid[:, None],
-        "rewards_B": g.rewards,
-        "correct_B": g.correct,
-        "group_B": g.group,
-        "valid_B": g.valid,
-    }
-    return signals.compute(ctx, g, batch)
+    ctx = dataclasses.replace(_context(), tokenizer=tok, task=task)
+    names = signals.signal_names(c)
+    options = {n: c.score[n].to_dict() for n in names}
+    return signals.compute(ctx, g, batch_lib.from_groups(g), names, options)
+
+
+@functools.cache
+def _context():
+    return score_context()
 
 
 P1 = "(7 + 5) * 3 - 4"
@@ -163,7 +166,7 @@ def test_cue_countdown_entrance_family_and_unsupported_task():
     rs = ["20 + 15 = 35\n35 + 5 = 40\n40 - 13 = 27", "15 + 20 = 35", "20 + 7 = 27", "no steps"]
     g = _groups(CHARS, cd, [p], rs, [0] * 4)
     np.testing.assert_array_equal(_compute("cue", cd, CHARS, g)["cue_B"], [0, 1, 0, -1])
-    ctx = SimpleNamespace(trainer=SimpleNamespace(task=SimpleNamespace(name="knights_knaves")))
+    ctx = dataclasses.replace(_context(), task=tasks.get("knights_knaves"))
     with pytest.raises(ValueError, match="knights_knaves.*valid tasks: arithmetic"):
         signals.SIGNALS.get("cue").fn(ctx, g, {})
 
@@ -400,35 +403,31 @@ def test_branch_layout_drives_the_cbpo_kernel():
 @pytest.mark.slow  # a 2-step run of the tiny random model (~30 s on this CPU)
 def test_cliff_with_first_mistake_has_a_pulse(tmp_path, monkeypatch):
     from rlvr_jax.rl import trainer as trainer_lib
-    from rlvr_jax.train.evaluate import cut_at_stop
+    from rlvr_jax.rollout import score
+    from rlvr_jax.testing import parity_score_rows
+    from rlvr_jax.tokenizers import cut_at_stop
 
     c = config.apply_variant(config.default_config(), "pulse")  # arithmetic, random model
     c.credit.transforms = "cliff"
     c.score.signals = "first_mistake"
     c.eval.at_start = False
     seen = []
-    original_sample, original_compute = trainer_lib.sample_groups, signals.compute
-    original_batch = trainer_lib.Trainer._batch
+    original_compute, original_credit = signals.compute, trainer_lib.Trainer.credit
 
-    def sample_groups(*args, **kwargs):  # parity rewards: mixed groups from a random model
-        g = original_sample(*args, **kwargs)
-        g.correct = np.where(g.response_mask, g.tokens, 0).sum(-1) % 2 == 1
-        g.rewards = g.correct.astype(np.float32)
-        return g
-
-    def compute(ctx, groups, batch):
-        out = original_compute(ctx, groups, batch)
-        seen.append([ctx.trainer.tokenizer, groups, out["first_mistake_B"]])
+    def compute(ctx, groups, batch, names, options):
+        out = original_compute(ctx, groups, batch, names, options)
+        seen.append([ctx.tokenizer, groups, out["first_mistake_B"]])
         return out
 
-    def batch_fn(self, groups):
-        b = original_batch(self, groups)
+    def credit_fn(self, batch, step, num_groups):
+        b = original_credit(self, batch, step, num_groups)
         seen[-1].append(b)
         return b
 
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    # Parity rewards: mixed groups from a random model.
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
     monkeypatch.setattr(signals, "compute", compute)
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", batch_fn)
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", credit_fn)
     result = trainer_lib.train(c, tmp_path)
     assert 0 <= result["pass@1"] <= 1 and len(seen) == 2
     located = 0

@@ -9,6 +9,8 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     distill,
     gar_signal,
     gradient_signals,
+    language,
     model_signals,
+    mopd,
     task_signals,
 )

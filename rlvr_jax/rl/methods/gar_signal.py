@@ -19,7 +19,7 @@ from flax import nnx
 
 from rlvr_jax import sharding
 from rlvr_jax.core import gar as gar_lib
-from rlvr_jax.models.scoring import logps_from_logits
+from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import signals
 
 
@@ -44,11 +44,10 @@ def gar_signatures_from_model(
 
     One forward pass for the final hidden states, then `core.gar.gar_signatures`
     over the response tokens: hidden state t predicts token t + 1, so token t of
-    `mask_BxT` pairs with hidden state t − 1. With `with_logps` the same pass
-    also gives every token's log-prob (the scorer's `token_logps`, from the
-    logits of those hidden states): GAR then costs no forward pass of its own in
-    a step that needs the trainer's old log-probs. No gradient flows (rewards
-    are data).
+    `mask_BxT` pairs with hidden state t − 1. With `with_logps` that pass is the
+    trainer's own scoring forward (`models.scoring.token_logps` returning its
+    hidden states): GAR then costs no forward pass of its own in a step that
+    needs the trainer's old log-probs. No gradient flows (rewards are data).
 
     Args:
       model: a `rlvr_jax.models.transformer.Transformer`.
@@ -63,13 +62,17 @@ def gar_signatures_from_model(
       sig_BxD float32 unit vectors (0 for rows without a response token), and
       with `with_logps` the pair (sig_BxD, logps_BxT).
     """
-    out = model.forward(
-        tokens_BxT, attention_mask_BxT, return_hidden=True, logits="all" if with_logps else "none"
-    )
+    if with_logps:
+        # Entry t of the scorer's hidden states predicts token t (entry 0 is zeros).
+        logps, hidden = token_logps(model, tokens_BxT, attention_mask_BxT, return_hidden=True)
+        hidden = hidden[:, 1:]
+    else:
+        out = model.forward(tokens_BxT, attention_mask_BxT, return_hidden=True, logits="none")
+        hidden = out.hidden[:, :-1]
     attn = jnp.asarray(attention_mask_BxT) != 0
     mask = (jnp.asarray(mask_BxT) != 0) & attn
     sig = gar_lib.gar_signatures(
-        out.hidden[:, :-1],
+        hidden,
         output_projection_VxD(model),
         tokens_BxT[:, 1:],
         mask[:, 1:],
@@ -78,7 +81,6 @@ def gar_signatures_from_model(
     )
     if not with_logps:
         return jax.lax.stop_gradient(sig)
-    logps = logps_from_logits(out.logits, tokens_BxT, attention_mask_BxT)
     return jax.lax.stop_gradient((sig, logps))
 
 
@@ -162,7 +164,7 @@ def anchor_rows(tokenizer, problems, *, pad_id: int = 0, multiple: int = _ANCHOR
       (tokens_PxS int32, attention_mask_PxS bool, mask_PxS bool, has_P bool): `mask`
       is True on the solution tokens; `has_P` says which problems have a solution.
     """
-    from rlvr_jax.train.sft import encode_prompt, end_of_turn_id
+    from rlvr_jax.tokenizers import encode_prompt, end_of_turn_id
 
     eot = end_of_turn_id(tokenizer)
     prompts = [encode_prompt(tokenizer, p.prompt) for p in problems]
@@ -200,9 +202,7 @@ def _signature_fn(ctx, variant: str, chunk: int, with_logps: bool):
     """Jitted (params, rest, tokens, attn, mask) -> sig_BxD [, logps_BxT], built once per run."""
     key = ("gar/signature_fn", variant, int(chunk), with_logps)
     if key not in ctx.cache:
-        t = ctx.trainer
-        # The layout of `state.params` / `rest`: the trainer's split of the policy.
-        graphdef = nnx.split(t.model, nnx.Param, ...)[0]
+        graphdef = ctx.policy.graphdef  # the layout of the policy's params / rest
 
         def fn(params, rest, tokens_BxT, attention_mask_BxT, mask_BxT):
             model = nnx.merge(graphdef, params, rest)
@@ -216,18 +216,16 @@ def _signature_fn(ctx, variant: str, chunk: int, with_logps: bool):
                 with_logps=with_logps,
             )
 
-        # Traced under the trainer's mesh rules, like its scorer (params stay sharded).
-        ctx.cache[key] = jax.jit(sharding.with_rules(fn, t.mesh, t.rules))
+        # Traced under the run's mesh rules, like the policy's scorer (params stay sharded).
+        ctx.cache[key] = jax.jit(sharding.with_rules(fn, ctx.mesh, ctx.rules))
     return ctx.cache[key]
 
 
 def _anchor_signatures(ctx, fn, fixed, problems, rows):
     """Signatures [N, D] of the anchor rows of `problems` (0 where a problem has no solution)."""
-    t = ctx.trainer
-    pad_id = t.tokenizer.pad_id if t.tokenizer.pad_id is not None else 0
-    tok, attn, mask, has = anchor_rows(t.tokenizer, problems, pad_id=pad_id)
+    tok, attn, mask, has = anchor_rows(ctx.tokenizer, problems, pad_id=ctx.pad_id)
     idx = np.flatnonzero(has)
-    out = np.zeros((len(problems), output_projection_VxD(t.model).shape[1]), np.float32)
+    out = np.zeros((len(problems), ctx.policy.config.hidden_size), np.float32)
     if idx.size:  # only the rows that have a solution run through the model
         out[idx] = signals.map_row_chunks(fn, fixed, (tok[idx], attn[idx], mask[idx]), chunk=rows)
     return out, has
@@ -252,7 +250,7 @@ def gar_signal(
     Signatures of the rollouts (their sampled response tokens), of each
     prompt's expert solution (`anchor_rows`) and of up to `aux_anchors` of its
     other solutions (`Task.alternative_solutions`, the auxiliary anchors) under
-    the *current* policy (`state.params`, recomputed every step: GAR measures
+    the *current* policy (`ctx.policy.params`, recomputed every step: GAR measures
     alignment in the policy's own gradient space, which moves as it trains).
     With the verifier's 0/1 reward this is exactly `core.gar.gar_rewards`
     (1 + β·bonus or 0); ours: shaped rewards (overlong penalties, partial
@@ -274,9 +272,19 @@ def gar_signal(
     Returns:
       {"rewards_B": float32 [R], "old_logps_BxT": float32 [R, T]}.
     """
-    t = ctx.trainer
+    for field, value, valid in (
+        ("variant", variant, gar_lib.VARIANTS),
+        ("aux_combine", aux_combine, gar_lib.AUX_COMBINES),
+    ):
+        if value not in valid:
+            raise ValueError(f"config.score.gar.{field} = {value!r}; valid: {', '.join(valid)}")
+    if min_group < 1 or aux_anchors < 0:
+        raise ValueError(
+            f"config.score.gar: min_group = {min_group} must be >= 1 and aux_anchors = "
+            f"{aux_anchors} >= 0"
+        )
     fn = _signature_fn(ctx, variant, chunk, with_logps=True)
-    fixed, rows = (t.state.params, t.rest), t._chunk()
+    fixed, rows = (ctx.policy.params, ctx.policy.rest), ctx.chunk
     resp = groups.response_mask & groups.attention_mask
     sig_BxD, logps_BxT = signals.map_row_chunks(
         fn, fixed, (groups.tokens, groups.attention_mask, resp), chunk=rows
@@ -285,7 +293,7 @@ def gar_signal(
     anchor_PxD, has_P = _anchor_signatures(ctx, sig_only, fixed, groups.problems, rows)
     aux = {}
     if aux_anchors > 0 and aux_combine != "real_only":
-        flat, has_PxK = aux_problems(t.task, groups.problems, aux_anchors)
+        flat, has_PxK = aux_problems(ctx.task, groups.problems, aux_anchors)
         if has_PxK.any():
             aux_sig, _ = _anchor_signatures(ctx, sig_only, fixed, flat, rows)
             aux = dict(
