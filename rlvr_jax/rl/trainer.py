@@ -152,7 +152,14 @@ class Trainer:
         nnx.update(self.model, sharding.shard_state(nnx.state(self.model), self.mesh, self.rules))
         self.task = build.build_task(c)
         self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
-        self.sampler = Sampler(self.model, pad_id=self.pad_id, mesh=self.mesh, rules=self.rules)
+        self.sampler = Sampler(
+            self.model,
+            pad_id=self.pad_id,
+            mesh=self.mesh,
+            rules=self.rules,
+            cache_bytes=c.rollout.cache_gib * 2**30 or None,
+            cache_dtype=c.rollout.cache_dtype or None,
+        )
         self.sampling = SamplingParams(
             temperature=c.rollout.temperature,
             top_p=c.rollout.top_p,
