@@ -26,9 +26,8 @@ Runtime: not measured; grpo.py's plus one policy forward per batch.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
-
-HINT_VIEW = "{prompt}\nReference solution:\n{solution}"
-REPHRASE_VIEW = "{prompt}\nA correct solution:\n{response}\nRephrase it in your own words."
+from rlvr_jax.train.privileged import REPHRASE_VIEW
+from rlvr_jax.train.privileged import SOLUTION_VIEW as HINT_VIEW
 
 
 def get_config(variant: str = ""):

@@ -55,6 +55,7 @@ from rlvr_jax.scheduling import (
     run_step,
 )
 from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
+from rlvr_jax.scheduling.leeps import neighbour_overlap
 from rlvr_jax.tasks.base import CORRECT
 from rlvr_jax.train.evaluate import cut_at_stop
 from rlvr_jax.train.sft import encode_prompt
@@ -221,6 +222,7 @@ class ScheduledSelect:
                 task, tokenizer, c.select.pair.prefix_tokens, c.rollout.max_new_tokens
             )
             log.info("PAIR remaining-token prior (from the task): %.1f tokens", prior)
+        self.model, self.pad_id = model, pad_id  # the policy, updated in place by the trainer
         self.scheduler = build_scheduler(c, prior_remaining=prior)
         self.budget = budget_of(c)
         n = c.task.train_size
@@ -259,6 +261,7 @@ class ScheduledSelect:
           (groups, stats, fields): B·G rows (padding rows invalid), the step's
           statistics, and the extra batch fields incl_prob_B, candidates_B.
         """
+        refreshed = self._refresh_neighbours()
         rows: dict[int, dict] = {}  # rollout id -> its row arrays and verdict
         l_max = self.c.rollout.max_new_tokens
         sample_key = jax.random.fold_in(key, 1)
@@ -282,7 +285,27 @@ class ScheduledSelect:
             return self._outcomes(plan, ro, rows, prefixes)
 
         self.state, sel = run_step(self.scheduler, self.state, key, self.budget, sample)
-        return self._pack(sel, rows)
+        groups, stats, fields = self._pack(sel, rows)
+        stats.update(refreshed)
+        return groups, stats, fields
+
+    def _refresh_neighbours(self) -> dict[str, float]:
+        """LEEPS: the pool re-embedded with the current policy every `refresh_every` steps.
+
+        Returns the step's stats: "select/leeps_neighbour_overlap", the share of
+        neighbour pairs the refresh kept (only on refresh steps).
+        """
+        every = self.c.select.leeps.refresh_every if self.c.select.name == "leeps" else 0
+        step = int(self.state["step"])
+        if not every or step == 0 or step % every:
+            return {}
+        prompts = [self._encoded(i) for i in range(self.c.task.train_size)]
+        old = self.state["leeps"]["nbr"]
+        embeddings = prompt_embeddings(self.model, prompts, self.pad_id)
+        self.state = self.scheduler.refresh_neighbours(self.state, embeddings)
+        overlap = neighbour_overlap(old, self.state["leeps"]["nbr"])
+        log.info("step %d: LEEPS neighbours re-embedded (overlap %.3f)", step, overlap)
+        return {"select/leeps_neighbour_overlap": overlap}
 
     def _outcomes(self, plan, ro, rows, prefixes) -> Outcomes:
         """Verifies finished rows, stores every valid row under its rollout id."""

@@ -92,11 +92,14 @@ class ScoreContext:
       trainer: the `rl.trainer.Trainer` (its tokenizer, task, scorer, current
         `state.params`, `ref_params`, `rest`, and `chunk` for row-chunked forwards).
       cache: per-run storage a signal may fill once (e.g. a loaded teacher model).
+      metrics: this step's diagnostics from the signals (name -> float; cleared by
+        `compute`, logged by the trainer with the step's metrics).
     """
 
     config: Any
     trainer: Any
     cache: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def signal_names(c) -> list[str]:
@@ -149,6 +152,7 @@ def compute(ctx: ScoreContext, groups, batch: dict[str, Any]) -> dict[str, np.nd
       field -> array for every provided field (later signals overwrite earlier ones).
     """
     c = ctx.config
+    ctx.metrics.clear()
     out: dict[str, np.ndarray] = {}
     view = dict(batch)
     for name in signal_names(c):

@@ -66,7 +66,7 @@ from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
 from rlvr_jax.rl import build, credit, scheduled, select, signals
 from rlvr_jax.rl.config import transform_names, validate
-from rlvr_jax.rl.critic import Critic
+from rlvr_jax.rl.critic import Critic, calibration_metrics
 from rlvr_jax.rl.rollout import Groups, sample_groups
 from rlvr_jax.rl.run_io import RunIO
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
@@ -148,7 +148,7 @@ class Trainer:
             n=c.data.group_size,
         )
         self.prompts = prompt_batches(
-            TaskSource(self.task, "train", size=c.task.train_size),
+            TaskSource(self.task, c.task.train_split, size=c.task.train_size),
             batch_size=c.data.prompts_per_step // self.processes,  # this process's share
             seed=c.seed,
             group_size=c.data.group_size,
@@ -278,6 +278,16 @@ class Trainer:
                 chunk=chunk,
             )
             b["old_values_BxT"] = np.where(mask, values, 0.0).astype(np.float32)
+            self.score_ctx.metrics.update(  # Brier score / ECE of the critic, every step
+                calibration_metrics(
+                    values,
+                    mask,
+                    g.correct,
+                    loss=c.critic.loss,
+                    v_min=c.critic.v_min,
+                    v_max=c.critic.v_max,
+                )
+            )
         entry = credit.ESTIMATORS.get(c.credit.name)
         adv, returns = entry.fn(
             rewards,
@@ -393,6 +403,7 @@ class Trainer:
                 stats = _combine_select_stats(stats)
                 t1 = time.perf_counter()
                 batch = self._batch(groups)
+                stats.update(self.score_ctx.metrics)  # the signals' diagnostics
                 if distributed.agree(groups.valid.any()):  # all hosts update, or none
                     stats.update(self._optimize(batch, step))
                 else:

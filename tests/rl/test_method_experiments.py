@@ -29,7 +29,22 @@ METHODS = {
     "cliff/cliff": dict(
         transforms="cliff",
         signals="first_mistake",
-        fields={"task.name": "arithmetic", "model.domain": "arithmetic", "credit.cliff.a": 1.0},
+        fields={
+            "task.name": "arithmetic",
+            "model.domain": "arithmetic",
+            "credit.cliff.a": 1.0,
+            "score.first_mistake.locator": "judge",
+        },
+    ),
+    "cliff/cliff_exact": dict(
+        transforms="cliff",
+        signals="first_mistake",
+        fields={"score.first_mistake.locator": "exact", "task.name": "arithmetic"},
+    ),
+    "cliff/cliff_noisy": dict(
+        transforms="cliff",
+        signals="first_mistake",
+        fields={"score.first_mistake.locator": "noisy", "score.first_mistake.error_rate": 0.3},
     ),
     "gapo/gapo": dict(loss="gapo", fields={"loss.gapo.eps_low": 0.2, "loss.gapo.eps_min": 0.1}),
     "gapo/gapo_gspo": dict(
@@ -90,6 +105,7 @@ METHODS = {
         signals="answers,pair_compare",
         fields={"credit.om_grpo_contrast.lam": 0.5, "score.pair_compare.judge": "consensus"},
     ),
+    "om_grpo/ttrl": dict(signals="answers,majority_vote", fields={"data.group_size": 8}),
     "oc_grpo/oc_grpo": dict(loss="oc_grpo", signals="behaviour", fields={"loss.oc_grpo.cap": 2.0}),
     "lspo/lspo": dict(
         loss="lspo", signals="behaviour", fields={"loss.lspo.length_normalise": True}

@@ -257,7 +257,11 @@ def test_teacher_equals_an_independent_scorer_call(setup):
     np.testing.assert_allclose(
         out["teacher_logps_BxT"], np.where(b["mask_BxT"], want, 0), atol=1e-5, rtol=1e-5
     )
-    assert len(ctx.cache) == 1  # loaded once, reused on the next call
+
+    def teachers():
+        return [k for k in ctx.cache if isinstance(k, tuple) and k[0] == "teacher"]
+
+    assert len(teachers()) == 1  # loaded once, reused on the next call
     again = ms.teacher(
         ctx,
         g,
@@ -269,7 +273,7 @@ def test_teacher_equals_an_independent_scorer_call(setup):
         template=HINT_TPL,
     )
     np.testing.assert_array_equal(again["teacher_logps_BxT"], out["teacher_logps_BxT"])
-    assert len(ctx.cache) == 1
+    assert len(teachers()) == 1
 
 
 def test_teacher_source_hint_is_the_hint_view(setup):
@@ -290,6 +294,45 @@ def test_teacher_with_another_tokenizer_is_refused():
         ms.load_teacher(ctx, source="warm_start", domain="arithmetic", role="teacher", path="")
     with pytest.raises(ValueError, match=r"source = 'hub'; valid"):
         ms.load_teacher(ctx, source="hub", domain="", role="teacher", path="")
+
+
+# ----------------------------------------------------------------------- diagnostics
+def test_hint_diagnostics_are_the_noise_and_agreement_kernels(setup):
+    from rlvr_jax.core import opsa
+    from rlvr_jax.rl.methods import task_signals
+
+    ctx, g, b = setup
+    ctx.metrics.clear()
+    lp = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="", diagnostics=True)
+    lp = lp["hint_logps_BxT"]
+    got = dict(ctx.metrics)
+    first = task_signals.first_mistake(ctx, g, b)["first_mistake_B"]
+    assert (first >= 0).any()  # random responses: the locator finds mistakes
+    m, old, ok = b["mask_BxT"], b["old_logps_BxT"], b["correct_B"]
+    want = dict(opsa.teacher_noise_stats(lp, old, ok, m))
+    want.update(opsa.mistake_sign_agreement(lp, old, first, m))
+    r = np.where(m, lp - old, 0.0)
+    want["r_mean_correct"] = r[m & ok[:, None]].mean()
+    want["r_mean_wrong"] = r[m & ~ok[:, None]].mean()
+    assert set(got) == {f"hint/{k}" for k in want}
+    for k, v in want.items():
+        assert got[f"hint/{k}"] == pytest.approx(float(v), abs=1e-6), k
+    assert got["hint/located_rows"] == float((first >= 0).sum())
+    ctx.metrics.clear()
+    ms.hint(ctx, g, b, template=HINT_TPL, correct_template="", diagnostics=False)
+    assert ctx.metrics == {}
+
+
+def test_diagnostics_without_a_locator_log_only_the_noise_stats(setup):
+    ctx, g, b = setup
+    countdown = tasks.get("countdown", **warmstart.TASK_OPTIONS["countdown"])
+    tr = types.SimpleNamespace(**{**vars(ctx.trainer), "task": countdown})
+    cd_ctx = signals.ScoreContext(config=ctx.config, trainer=tr)
+    ms.teacher_diagnostics(cd_ctx, g, b, b["old_logps_BxT"] + 0.5, prefix="teacher")
+    assert "teacher/sign_agree" not in cd_ctx.metrics
+    assert cd_ctx.metrics["teacher/noise_frac_correct"] == 0.0  # r = +0.5 everywhere
+    assert cd_ctx.metrics["teacher/noise_frac_wrong"] == 1.0
+    assert cd_ctx.metrics["teacher/r_mean_wrong"] == pytest.approx(0.5)
 
 
 # ------------------------------------------------------------------------ end to end
@@ -343,6 +386,10 @@ def test_trainer_pulse_with_a_model_signal(transform, signal, tmp_path, monkeypa
     train = [x for x in lines if x["split"] == "train"]
     assert [x["step"] for x in train] == [1, 2]
     assert all(np.isfinite(x["loss"]) for x in train)
+    # The signal's diagnostics reach metrics.jsonl every step (arithmetic has a locator).
+    for x in train:
+        assert 0.0 <= x[f"{signal}/noise_frac"] <= 1.0
+        assert 0.0 <= x[f"{signal}/sign_agree_balanced"] <= 1.0
     tr, g, b, out = seen[0]
     field = signals.provides(signal)[0]
     m = b["mask_BxT"]

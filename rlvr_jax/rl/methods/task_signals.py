@@ -4,6 +4,7 @@
   first_mistake  first_mistake_B                                cliff (core.cliff)
   cue            cue_B                                          cue_grpo (core.cue)
   answers        answer_id_B, answer_start_B, answer_end_B      om_grpo, answer_mask
+  majority_vote  rewards_B (replaces the verifier's)            TTRL baseline (grpo)
   pair_compare   pair_wins_BxB, pair_compared_BxB               om_grpo_contrast
   branches       branch_member_KxB, branch_pos_K, branch_start_B   cbpo (core.cbpo)
 
@@ -27,8 +28,10 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
+import jax
 import numpy as np
 
+from rlvr_jax.core import om_grpo
 from rlvr_jax.core.cliff import first_mistake_index, prefix_offsets
 from rlvr_jax.rl import signals
 from rlvr_jax.tasks import arithmetic, countdown, multilingual
@@ -36,6 +39,7 @@ from rlvr_jax.tasks.base import MAX_RESPONSE_CHARS, Problem
 from rlvr_jax.train.evaluate import cut_at_stop
 
 JUDGES = ("consensus", "verifier")
+LOCATORS = ("exact", "noisy", "judge")
 _CACHE_KEY = "task_signals.rows"
 
 
@@ -75,23 +79,60 @@ def token_offsets(decode, ids, text=None, pieces=None) -> list[tuple[int, int]]:
     return list(zip([0, *ends], ends, strict=False))
 
 
-def _rows(ctx, groups) -> list[_Row | None]:
+def step_rows(ctx, groups) -> list[_Row | None]:
     """The step's decoded rows (None for invalid ones), shared by the signals of one step."""
     cached = ctx.cache.get(_CACHE_KEY)
     if cached is not None and cached[0] is groups:
         return cached[1]
-    tok = ctx.trainer.tokenizer
-    rows: list[_Row | None] = []
-    pieces: dict[int, str] = {}
-    for r in range(len(groups.tokens)):
-        if not groups.valid[r]:
-            rows.append(None)
-            continue
-        ids = cut_at_stop(groups.tokens[r][groups.response_mask[r]].tolist(), tok.stop_ids)
-        problem = groups.problems[int(groups.group[r])]
-        rows.append(_Row(problem, ids, tok.decode(ids), tok.decode, pieces))
+    rows = decode_rows(
+        ctx.trainer.tokenizer,
+        [groups.problems[int(g)] for g in groups.group],
+        groups.tokens,
+        groups.response_mask,
+        groups.valid,
+    )
     ctx.cache[_CACHE_KEY] = (groups, rows)
     return rows
+
+
+def decode_rows(tokenizer, problems_R, tokens_RxL, response_mask_RxL, valid_R) -> list[_Row | None]:
+    """Each valid row's problem, response ids cut at the first stop id, and decoded text.
+
+    Args:
+      tokenizer: decodes and gives the stop ids.
+      problems_R: the problem of each row.
+      tokens_RxL, response_mask_RxL: the rows and their sampled-response columns.
+      valid_R: rows to decode (the others are None).
+    """
+    rows: list[_Row | None] = []
+    pieces: dict[int, str] = {}
+    for r, problem in enumerate(problems_R):
+        if not valid_R[r]:
+            rows.append(None)
+            continue
+        ids = cut_at_stop(tokens_RxL[r][response_mask_RxL[r]].tolist(), tokenizer.stop_ids)
+        rows.append(_Row(problem, ids, tokenizer.decode(ids), tokenizer.decode, pieces))
+    return rows
+
+
+def step_locator(task) -> Callable | None:
+    """The task's exact first-wrong-step locator `(problem, text) -> StepCheck`, or None."""
+    return getattr(task, "first_wrong_step", None)  # the step-verifier interface
+
+
+def first_mistake_indices(locate, rows, wrong_R) -> np.ndarray:
+    """[R] int32 first mistaken response-token index of each wrong row (−1 elsewhere).
+
+    Args:
+      locate: `(problem, text) -> StepCheck` (`step_locator`).
+      rows: `decode_rows`' rows (None = invalid).
+      wrong_R: bool, the rows to locate (wrong verdicts).
+    """
+    out = np.full(len(rows), -1, np.int32)
+    for i, row in enumerate(rows):
+        if row is not None and wrong_R[i]:
+            out[i] = first_mistake_index(locate(row.problem, row.text).char_span, row.offsets)
+    return out
 
 
 def intern_ids(keys) -> np.ndarray:
@@ -101,31 +142,140 @@ def intern_ids(keys) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ first mistake
-@signals.register("first_mistake", provides=("first_mistake_B",))
-def first_mistake(ctx, groups, batch):
-    """Cliff's locator: the task's step verifier, mapped to a response-token index.
+def noisy_first_mistakes(first_B, lengths_B, error_rate: float, rng) -> np.ndarray:
+    """The exact locator with errors: each located index moves, with probability `error_rate`,
+    to a uniformly drawn other response token of its row (0..length; length = the stop token).
 
-    first_mistake_B[i] = the first token of the first wrong step line of wrong
-    row i (`task.first_wrong_step(problem, text).char_span`, mapped by
-    `core.cliff.first_mistake_index`); the number of text tokens (the stop
-    token) for a missing step or answer at the end; −1 for correct or invalid
-    rows and when the verifier finds no wrong step.
+    Args:
+      first_B: [B] int exact first mistakes (−1 = none; left alone).
+      lengths_B: [B] int text tokens per row (so the stop token is index lengths_B[i]).
+      error_rate: probability of a wrong location, in [0, 1].
+      rng: a NumPy Generator.
+    Returns:
+      [B] int32 indices; rows whose row has a single position keep it.
+    """
+    out = np.asarray(first_B, np.int32).copy()
+    for i in np.flatnonzero(out >= 0):
+        n = int(lengths_B[i]) + 1  # positions 0..length
+        if n > 1 and rng.random() < error_rate:
+            k = int(rng.integers(n - 1))
+            out[i] = k + (k >= out[i])  # uniform over the other positions
+    return out
+
+
+def judge_first_mistakes(ctx, rows, wrong_R, *, domain, role, max_new_tokens) -> np.ndarray:
+    """Cliff's LLM judge: each wrong row's first wrong line named by a judge model, as an index.
+
+    The judge (`train.judge`, the warm start `domain`/`role`, "" = the run's
+    model.domain) reads the problem and the decoded response; "Line n" maps to
+    the first token of the response's n-th line (past the last line: the stop
+    token), "None" and unparsable answers to −1. Logs the judge's unparsed
+    share and, where the task has an exact locator, its agreement with it.
+    """
+    from rlvr_jax.sampling import Sampler
+    from rlvr_jax.train import judge, warmstart  # lazy: pulls in training code
+
+    domain = domain or ctx.config.model.domain
+    key = ("judge", domain, role)
+    if key not in ctx.cache:
+        ws = warmstart.load_warm_start(domain, role)
+        pad = ws.tokenizer.pad_id if ws.tokenizer.pad_id is not None else 0
+        ctx.cache[key] = (Sampler(ws.model, pad_id=pad), ws.tokenizer)
+    sampler, tokenizer = ctx.cache[key]
+    idx = [i for i, r in enumerate(rows) if r is not None and wrong_R[i]]
+    out = np.full(len(rows), -1, np.int32)
+    if not idx:
+        return out
+    lines, _ = judge.judge_lines(
+        sampler,
+        tokenizer,
+        [rows[i].problem for i in idx],
+        [rows[i].text for i in idx],
+        jax.random.PRNGKey(0),
+        max_new_tokens=max_new_tokens,
+    )
+    for i, line in zip(idx, lines, strict=True):
+        if line not in (None, judge.NO_MISTAKE):
+            start = judge.line_start(rows[i].text, line)
+            out[i] = first_mistake_index((start, start), rows[i].offsets)
+    unparsed = float(np.mean([x is None for x in lines]))
+    ctx.metrics["first_mistake/judge_unparsed"] = unparsed
+    locate = step_locator(ctx.trainer.task)
+    if locate is not None:  # diagnostics only: the judge's agreement with the exact locator
+        exact = first_mistake_indices(locate, rows, wrong_R)
+        ctx.metrics["first_mistake/judge_agree_exact"] = float(np.mean(out[idx] == exact[idx]))
+    return out
+
+
+@signals.register(
+    "first_mistake",
+    provides=("first_mistake_B",),
+    locator="exact",
+    error_rate=0.0,
+    judge_domain="",
+    judge_role="judge",
+    judge_max_new_tokens=8,
+)
+def first_mistake(
+    ctx, groups, batch, *, locator, error_rate, judge_domain, judge_role, judge_max_new_tokens
+):
+    """Cliff's locator: the first mistaken response token of each wrong row (−1 elsewhere).
+
+    Locators (`locator`):
+      "exact": the task's step verifier (`task.first_wrong_step(problem,
+        text).char_span`, mapped by `core.cliff.first_mistake_index`); the
+        number of text tokens (the stop token) for a missing step or answer.
+      "noisy": the exact one, each located index moved with probability
+        `error_rate` to another token of the row (`noisy_first_mistakes`;
+        seeded by the run seed and step): a weak teacher.
+      "judge": Cliff's LLM judge (`judge_first_mistakes`), a model prompted to
+        name the first wrong line; the paper's locator.
+    −1 for correct and invalid rows and when the locator finds no mistake.
+    Logs "first_mistake/located_frac" (located / wrong rows).
 
     Raises:
-      ValueError: the task has no step verifier.
+      ValueError: an unknown locator, or "exact" / "noisy" on a task without a
+        step verifier.
     """
-    task = ctx.trainer.task
-    locate = getattr(task, "first_wrong_step", None)  # the step-verifier interface
-    if locate is None:
+    if locator not in LOCATORS:
         raise ValueError(
-            f"config.score.signals: 'first_mistake' needs a task with a step verifier "
-            f"(arithmetic, multilingual_arithmetic); task {task.name!r} has none"
+            f"config.score.first_mistake.locator = {locator!r}; valid: {', '.join(LOCATORS)}"
         )
-    correct = np.asarray(batch["correct_B"], bool)
-    out = np.full(len(correct), -1, np.int32)
-    for i, row in enumerate(_rows(ctx, groups)):
-        if row is not None and not correct[i]:
-            out[i] = first_mistake_index(locate(row.problem, row.text).char_span, row.offsets)
+    task = ctx.trainer.task
+    wrong = ~np.asarray(batch["correct_B"], bool)
+    rows = step_rows(ctx, groups)
+    if locator == "judge":
+        out = judge_first_mistakes(
+            ctx,
+            rows,
+            wrong,
+            domain=judge_domain,
+            role=judge_role,
+            max_new_tokens=judge_max_new_tokens,
+        )
+    else:
+        locate = step_locator(task)
+        if locate is None:
+            raise ValueError(
+                f"config.score.signals: 'first_mistake' with locator {locator!r} needs a task "
+                f"with a step verifier (arithmetic, multilingual_arithmetic); task "
+                f"{task.name!r} has none (locator 'judge' needs none)"
+            )
+        out = first_mistake_indices(locate, rows, wrong)
+        if locator == "noisy":
+            if not 0.0 <= error_rate <= 1.0:
+                raise ValueError(
+                    f"config.score.first_mistake.error_rate = {error_rate!r}; must be in [0, 1]"
+                )
+            lengths = np.array([0 if r is None else len(r.ids) for r in rows])
+            rng = np.random.default_rng([ctx.config.seed, int(batch["step"]), 0xC11F])
+            noisy = noisy_first_mistakes(out, lengths, error_rate, rng)
+            ctx.metrics["first_mistake/moved_frac"] = float(
+                np.mean(noisy[out >= 0] != out[out >= 0]) if (out >= 0).any() else 0.0
+            )
+            out = noisy
+    n_wrong = int((wrong & np.array([r is not None for r in rows])).sum())
+    ctx.metrics["first_mistake/located_frac"] = float((out >= 0).sum() / max(n_wrong, 1))
     return {"first_mistake_B": out}
 
 
@@ -150,7 +300,7 @@ def cue(ctx, groups, batch):
     `countdown.trace_family`), −1 without a readable cue or for invalid rows.
     """
     read = _cue_reader(ctx.trainer.task)
-    rows = _rows(ctx, groups)
+    rows = step_rows(ctx, groups)
     return {"cue_B": intern_ids(None if r is None else read(r.problem, r.text) for r in rows)}
 
 
@@ -242,7 +392,7 @@ def answers(ctx, groups, batch):
     −1/−1 without one (an unparsable answer keeps its span).
     """
     find, canon = _answer_reader(ctx.trainer.task)
-    rows = _rows(ctx, groups)
+    rows = step_rows(ctx, groups)
     keys, start, end = [], np.full(len(rows), -1, np.int32), np.full(len(rows), -1, np.int32)
     for i, row in enumerate(rows):
         span = None if row is None else find(row.text)
@@ -250,6 +400,39 @@ def answers(ctx, groups, batch):
         if span is not None:
             start[i], end[i] = arithmetic.token_span(span, row.offsets)
     return {"answer_id_B": intern_ids(keys), "answer_start_B": start, "answer_end_B": end}
+
+
+# ---------------------------------------------------------------- majority vote
+@signals.register("majority_vote", provides=("rewards_B",), requires=("answer_id_B",))
+def majority_vote(ctx, groups, batch):
+    """TTRL's label-free reward, replacing the verifier's: 1 for the group's majority answer.
+
+    rewards_B[i] = 1 when row i's canonical answer (`answers`) is the most common
+    one of its group (`core.om_grpo.majority_vote_rewards`: ties to the first
+    seen; rows without an answer 0). The verifier's verdicts stay in correct_B
+    for reporting only. Logs "ttrl/label_accuracy" (share of groups with a
+    majority whose majority answer the verifier accepts) and
+    "ttrl/reward_accuracy" (share of valid rows whose reward equals the verdict).
+    """
+    valid = np.asarray(batch["valid_B"], bool)
+    rewards, majority = om_grpo.majority_vote_rewards(
+        batch["answer_id_B"], batch["group_B"], valid_B=valid
+    )
+    rewards, majority = np.asarray(rewards, np.float32), np.asarray(majority)
+    correct = np.asarray(batch["correct_B"], bool)
+    answer = np.asarray(batch["answer_id_B"])
+    group = np.asarray(batch["group_B"])
+    right, labelled = 0, 0
+    for g in np.unique(group[valid]):
+        rows = valid & (group == g)
+        top = majority[rows][0]
+        if top >= 0:
+            labelled += 1
+            right += bool((correct & rows & (answer == top)).any())
+    ctx.metrics["ttrl/label_accuracy"] = right / max(labelled, 1)
+    agree = ((rewards > 0) == correct)[valid]
+    ctx.metrics["ttrl/reward_accuracy"] = float(agree.mean()) if agree.size else 0.0
+    return {"rewards_B": rewards}
 
 
 # ----------------------------------------------------------------- pair compare
