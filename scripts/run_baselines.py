@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlvr_jax.train.report import comparison_table
+from rlvr_jax.run.report import comparison_table
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ("grpo", "dr_grpo", "dapo", "gspo", "rloo", "reinforce_pp", "ppo")

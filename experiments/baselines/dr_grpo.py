@@ -1,8 +1,9 @@
 """Dr.GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training", §3.2) on the warm-start bases.
 
 GRPO without its two biases: advantages r_i − mean_g r (no division by the
-group std) and a constant loss normaliser (rows × L_max, the generation budget)
-instead of dividing each sequence's loss by its own length.
+group std) and a constant loss normaliser (rows × L_max, the generation budget;
+padding rows without a loss token are not counted, as in verl) instead of
+dividing each sequence's loss by its own length.
 
 Command: python -m rlvr_jax.main --config=experiments/baselines/dr_grpo.py --workdir=runs/dr_grpo
 Variants: `:arithmetic`, `:pulse`. Runtime here ~ that of grpo.py (same batch).
@@ -21,7 +22,7 @@ def get_config(variant: str = ""):
     c.credit.name = "dr_grpo"  # A_i = r_i − mean_g r
     c.loss.name = "ppo_clip"
     c.loss.aggregation = "constant"  # Σ_{i,t} loss / (rows × L_max)
-    c.loss.constant = 0.0  # 0: minibatch rows × rollout.max_new_tokens
+    c.loss.constant = 0.0  # L_max per row; 0: rollout.max_new_tokens
     # Without the 1/|o_i| and 1/std factors the gradient is ~L_max/|o| × smaller per token.
     c.optimizer.lr = 3e-4
     return apply_variant(c, variant)

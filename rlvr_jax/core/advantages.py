@@ -134,12 +134,13 @@ def rloo_advantages(rewards_B, group_B, num_groups: int, *, valid_B=None):
     return jnp.where(count_B > 1, g_B / jnp.maximum(g_B - 1.0, 1.0), 0.0) * dev_B
 
 
-def whiten(values, mask, *, shift_mean: bool = True, eps=1e-8):
+def whiten(values, mask, *, shift_mean: bool = True, eps=1e-8, ddof: int = 0):
     """Masked whitening over every masked-in entry: (x − μ)/(σ + ε).
 
-    μ and σ are the mean and the population std (divide by n, not n − 1) over
-    entries with mask True; ours: population std as in OpenRLHF's REINFORCE++
-    (TRL uses n − 1; the difference is negligible at batch sizes that matter).
+    μ and σ are the mean and the std over entries with mask True; σ divides by
+    n − ddof: the population std by default (OpenRLHF), ddof = 1 the Bessel std
+    (verl's and TRL's `masked_whiten`; the difference is negligible at batch
+    sizes that matter).
 
     Args:
       values: float array of any shape.
@@ -148,15 +149,16 @@ def whiten(values, mask, *, shift_mean: bool = True, eps=1e-8):
       shift_mean: static; False keeps the mean: (x − μ)/(σ + ε) + μ (TRL's
         `masked_whiten` convention, used to rescale rewards without centering).
       eps: ε added to σ.
+      ddof: static, 0 or 1 (σ over n − ddof; n ≤ ddof gives σ = 0).
     Returns:
       float32 array of the input shape; 0 where masked out, and (x − μ) exactly 0
       when all masked-in values are equal (so the result is 0, or μ without
       shift_mean). All-masked input gives all zeros.
     """
-    return _whiten(values, mask, shift_mean, eps)
+    return _whiten(values, mask, shift_mean, eps, ddof)
 
 
-def _whiten(values, mask, shift_mean, eps):
+def _whiten(values, mask, shift_mean, eps, ddof=0):
     # Separate from `whiten` because reinforce_pp_advantages has an argument of that name.
     values = jnp.asarray(values, jnp.float32)
     mask = jnp.asarray(mask).astype(bool)
@@ -168,7 +170,7 @@ def _whiten(values, mask, shift_mean, eps):
     shifted_mean = jnp.sum(shifted) / jnp.maximum(n, 1.0)
     dev = jnp.where(mask, shifted - shifted_mean, 0.0)
     mean = shift + shifted_mean
-    std = jnp.sqrt(jnp.sum(dev * dev) / jnp.maximum(n, 1.0))
+    std = jnp.where(n > ddof, jnp.sqrt(jnp.sum(dev * dev) / jnp.maximum(n - ddof, 1.0)), 0.0)
     out = dev / jnp.where(std > 0, std + eps, 1.0)  # std 0: dev is exactly 0
     if not shift_mean:
         out = out + mean
@@ -185,14 +187,13 @@ def reinforce_pp_advantages(
     eps=1e-6,
     valid_B=None,
 ):
-    """REINFORCE++: subtract a baseline, then whiten over the whole batch.
+    """REINFORCE++ whitened over rows: subtract a baseline, then whiten over the batch's rows.
 
     A_i = r_i − mean_g r (baseline="group", "REINFORCE++-baseline") or r_i
     (baseline="none"); then, with whiten, A ← (A − μ)/(σ + ε) with μ, σ the
-    mean and population std over the valid rows of the batch. Ours: whitening
-    over rows (each sequence weighs 1); OpenRLHF whitens the token-level
-    advantages (longer responses weigh more): for that, call
-    `whiten(broadcast_to_tokens(adv_B, mask_BxT), mask_BxT)` instead.
+    mean and population std over the valid rows of the batch (each sequence
+    weighs 1). The reference implementations whiten over tokens instead (longer
+    responses weigh more): `reinforce_pp_token_advantages`.
 
     Args:
       rewards_B: [B] sequence rewards r_i.
@@ -217,6 +218,45 @@ def reinforce_pp_advantages(
     if whiten:
         adv_B = _whiten(adv_B, valid_B, True, eps)
     return adv_B
+
+
+def reinforce_pp_token_advantages(
+    rewards_B,
+    group_B,
+    num_groups: int,
+    mask_BxT,
+    *,
+    baseline: str = "group",
+    eps=1e-6,
+    valid_B=None,
+):
+    """REINFORCE++ as verl and OpenRLHF compute it: baseline, then whitening over tokens.
+
+    A_i = r_i − mean_g r (or r_i with baseline="none") is copied to the row's
+    tokens, then A_{i,t} ← (A_{i,t} − μ)/(σ + ε) with μ, σ the mean and Bessel
+    std over every loss token of the batch (verl's `masked_whiten`; OpenRLHF
+    divides by n, a factor √(n/(n−1)) apart). A long response counts once per
+    token, so μ leans towards the long rows' advantage: rows of an all-correct
+    group (A_i = 0 before whitening) come out at −μ/σ, not 0.
+
+    Args:
+      rewards_B: [B] sequence rewards r_i.
+      group_B: [B] int32 group ids in [0, num_groups) (unused with baseline="none").
+      num_groups: static number of groups.
+      mask_BxT: [B, T] bool loss mask (the response tokens).
+      baseline: static, "group" or "none".
+      eps: ε added to σ.
+      valid_B: optional [B] bool mask of real rows.
+    Returns:
+      adv_BxT: float32 [B, T]; 0 off the mask and on invalid rows, all 0 when
+      every token's baselined value is equal.
+    """
+    valid_B = _valid(valid_B, jnp.shape(rewards_B))
+    adv_B = reinforce_pp_advantages(
+        rewards_B, group_B, num_groups, baseline=baseline, whiten=False, valid_B=valid_B
+    )
+    m = jnp.asarray(mask_BxT).astype(bool) & valid_B[:, None]
+    return _whiten(broadcast_to_tokens(adv_B, m), m, True, eps, 1)
 
 
 def broadcast_to_tokens(adv_B, mask_BxT):

@@ -68,18 +68,22 @@ def aggregate(values_BxT, mask_BxT, mode, *, constant=None):
     Modes (`mode` is static under jit):
       "token-mean":          Σ_{i,t} v, denom = number of tokens (DAPO).
       "seq-mean-token-mean": Σ_i mean_t v, denom = number of sequences with ≥ 1 token (GRPO).
-      "seq-mean-token-sum":  Σ_{i,t} v, denom = B, all rows including empty ones.
-      "constant":            Σ_{i,t} v, denom = `constant` (Dr.GRPO: B × T_max).
-    The loss is sum / denom. For exact micro-batching split along B (never inside a
-    sequence), add up the denominators of all micro-batches first and pass that
-    global count to `aggregate_with_denominator` for each micro-batch; for
-    "constant" pass the global constant.
+      "seq-mean-token-sum":  Σ_{i,t} v, denom = number of sequences with ≥ 1 token.
+      "constant":            Σ_{i,t} v, denom = `constant` × number of sequences with ≥ 1
+                             token (Dr.GRPO: `constant` = L_max, the generation budget).
+    Rows without a masked-in token (padding rows of a partly filled batch) count in
+    no denominator, as in verl's `agg_loss`: a batch padded with empty rows gives
+    the same loss as the batch without them. The loss is sum / denom. For exact
+    micro-batching split along B (never inside a sequence), add up the
+    denominators of all micro-batches first and pass that global count to
+    `aggregate_with_denominator` for each micro-batch.
 
     Args:
       values_BxT: per-token values (e.g. a loss), [B, T] float.
       mask_BxT: [B, T] bool or {0, 1}.
       mode: one of AGGREGATION_MODES.
-      constant: denominator for mode "constant" (number or scalar array); required there.
+      constant: mode "constant"'s normaliser per non-empty sequence (number or scalar
+        array); required there.
     Returns:
       (sum, denominator): float32 scalars.
     Raises:
@@ -90,16 +94,17 @@ def aggregate(values_BxT, mask_BxT, mode, *, constant=None):
     m = _bool_mask(mask_BxT)
     v = _masked(values_BxT, m)
     tokens_B = m.sum(-1).astype(_F32)
+    rows = (tokens_B > 0).sum().astype(_F32)  # sequences with ≥ 1 token
     if mode == "token-mean":
         return v.sum(), tokens_B.sum()
     if mode == "seq-mean-token-mean":
         per_seq_B = v.sum(-1) / jnp.maximum(tokens_B, 1.0)
-        return per_seq_B.sum(), (tokens_B > 0).sum().astype(_F32)
+        return per_seq_B.sum(), rows
     if mode == "seq-mean-token-sum":
-        return v.sum(), jnp.asarray(m.shape[0], _F32)
+        return v.sum(), rows
     if constant is None:
-        raise ValueError('mode "constant" needs `constant` (e.g. B * T_max for Dr.GRPO)')
-    return v.sum(), jnp.asarray(constant, _F32)
+        raise ValueError('mode "constant" needs `constant` (e.g. L_max for Dr.GRPO)')
+    return v.sum(), jnp.asarray(constant, _F32) * rows
 
 
 def aggregate_with_denominator(values_BxT, mask_BxT, mode, denominator):
@@ -107,12 +112,12 @@ def aggregate_with_denominator(values_BxT, mask_BxT, mode, denominator):
 
     Args:
       values_BxT, mask_BxT, mode: as in `aggregate`.
-      denominator: the global denominator (Σ of the micro-batches' `aggregate` denominators,
-        or the constant for mode "constant"), number or scalar array.
+      denominator: the global denominator (Σ of the micro-batches' `aggregate`
+        denominators), number or scalar array.
     Returns:
       The normalised loss, float32 scalar; 0 when denominator ≤ 0 (nothing to train on).
     """
-    total, _ = aggregate(values_BxT, mask_BxT, mode, constant=denominator)
+    total, _ = aggregate(values_BxT, mask_BxT, mode, constant=1.0)
     denom = jnp.asarray(denominator, _F32)
     positive = denom > 0
     return jnp.where(positive, total / jnp.where(positive, denom, 1.0), 0.0)
@@ -277,14 +282,16 @@ def truncated_importance_weights(trainer_logps_BxT, rollout_logps_BxT, mask_BxT,
     return jax.lax.stop_gradient(jnp.where(m, w, 0.0))
 
 
-def kl_penalty(logps_BxT, ref_logps_BxT, mask_BxT, kind, *, clamp=20.0):
+def kl_penalty(logps_BxT, ref_logps_BxT, mask_BxT, kind, *, clamp=20.0, k3_cap=0.0):
     """Per-token KL(π_θ ‖ π_ref) estimators on sampled tokens (Schulman 2020).
 
     With d = log π_θ − log π_ref:
       "k1": d (unbiased, can be negative);
       "k2": ½ d² (≥ 0);
-      "k3": exp(−d) + d − 1 (unbiased, ≥ 0; GRPO's KL term).
-    For "k3" only, −d is clamped to [−clamp, clamp] (ours) so exp stays finite.
+      "k3": min(exp(−d) + d − 1, k3_cap) (unbiased before the cap, ≥ 0; GRPO's KL term).
+    For "k3" only, −d is clamped to [−clamp, clamp] so exp stays finite, and the
+    value is capped at `k3_cap` when > 0 (verl's "low_var_kl" caps it at 10: a
+    token far from the reference then adds a bounded loss and no gradient).
     As a loss term, k3 (or k2) gives a useful gradient; k1 is meant for rewards.
 
     Args:
@@ -293,6 +300,7 @@ def kl_penalty(logps_BxT, ref_logps_BxT, mask_BxT, kind, *, clamp=20.0):
       mask_BxT: [B, T] bool or {0, 1}.
       kind: one of KL_KINDS (static).
       clamp: bound on |d| inside k3's exp.
+      k3_cap: upper bound on the k3 value (0 = none).
     Returns:
       kl_BxT: [B, T] float32, 0 at masked positions.
     Raises:
@@ -310,10 +318,12 @@ def kl_penalty(logps_BxT, ref_logps_BxT, mask_BxT, kind, *, clamp=20.0):
         r = jnp.clip(-d, -clamp, clamp)
         # expm1 avoids cancellation for small r; the max guards rounding below 0.
         kl = jnp.maximum(jnp.expm1(r) - r, 0.0)
+        if k3_cap:
+            kl = jnp.minimum(kl, k3_cap)
     return jnp.where(m, kl, 0.0)
 
 
-def kl_in_reward(rewards_B, logps_BxT, ref_logps_BxT, mask_BxT, *, beta, kind="k1"):
+def kl_in_reward(rewards_B, logps_BxT, ref_logps_BxT, mask_BxT, *, beta, kind="k1", k3_cap=0.0):
     """Sequence rewards with the KL to the reference subtracted: r_i − β Σ_t KL_{i,t}.
 
     Our choice: a sequence-level penalty, since the group-relative advantages
@@ -327,10 +337,11 @@ def kl_in_reward(rewards_B, logps_BxT, ref_logps_BxT, mask_BxT, *, beta, kind="k
       logps_BxT, ref_logps_BxT, mask_BxT: as in `kl_penalty`.
       beta: β ≥ 0.
       kind: one of KL_KINDS (static).
+      k3_cap: as in `kl_penalty`.
     Returns:
       rewards_B: [B] float32.
     """
-    kl_B = kl_penalty(logps_BxT, ref_logps_BxT, mask_BxT, kind).sum(-1)
+    kl_B = kl_penalty(logps_BxT, ref_logps_BxT, mask_BxT, kind, k3_cap=k3_cap).sum(-1)
     return jax.lax.stop_gradient(jnp.asarray(rewards_B, _F32) - beta * kl_B)
 
 

@@ -166,6 +166,7 @@ def loss_spec(c: ml_collections.ConfigDict) -> LossSpec:
         aggregation=c.loss.aggregation,
         kl_coef=float(c.loss.kl_coef),
         kl_kind=c.loss.kl_kind,
+        kl_clamp=float(c.loss.kl_clamp),
         entropy_coef=float(c.loss.entropy_coef),
         tis_cap=float(c.loss.tis_cap),
     )

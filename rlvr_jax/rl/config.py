@@ -123,9 +123,12 @@ def default_config() -> ml_collections.ConfigDict:
     for name in objectives.POLICY_LOSSES.names():
         c.loss[name] = ml_collections.ConfigDict(dict(objectives.POLICY_LOSSES.get(name).defaults))
     c.loss.aggregation = "seq-mean-token-mean"  # one of AGGREGATION_MODES
-    c.loss.constant = 0.0  # denominator for aggregation "constant" (0: B_minibatch × L_max)
+    # Aggregation "constant" divides by this × the minibatch's rows with a loss token
+    # (Dr.GRPO's L_max; 0: rollout.max_new_tokens). Padding rows count in no denominator.
+    c.loss.constant = 0.0
     c.loss.kl_coef = 0.0  # β of the KL-to-reference loss term (0 = no reference model)
     c.loss.kl_kind = "k3"  # estimator of the KL loss term
+    c.loss.kl_clamp = 10.0  # cap on each token's k3 value (verl's low_var_kl: 10; 0 = none)
     c.loss.kl_reward_coef = 0.0  # β of a KL penalty subtracted from rewards (k1)
     c.loss.entropy_coef = 0.0  # entropy bonus coefficient
     c.loss.tis_cap = 0.0  # truncated importance weight cap C for sampler/trainer mismatch (0 = off)

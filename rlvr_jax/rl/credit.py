@@ -70,15 +70,35 @@ def rloo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT):
     )
 
 
-@ESTIMATORS.register("reinforce_pp", baseline="group", whiten=True, eps=1e-6)
+@ESTIMATORS.register("reinforce_pp", baseline="group", whiten=True, whiten_over="tokens", eps=1e-6)
 def reinforce_pp(
-    rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, baseline, whiten, eps
+    rewards_B,
+    group_B,
+    valid_B,
+    mask_BxT,
+    *,
+    num_groups,
+    values_BxT,
+    baseline,
+    whiten,
+    whiten_over,
+    eps,
 ):
-    """REINFORCE++: optional group baseline, then whitening over the batch."""
+    """REINFORCE++: optional group baseline, then whitening over the batch.
+
+    `whiten_over` "tokens" (REINFORCE++-baseline as verl/OpenRLHF: every loss token
+    counts) or "rows" (ours: every sequence weighs 1). baseline "none" with
+    whiten False is plain REINFORCE: the advantage is the reward as it is.
+    """
     del values_BxT
-    a = adv_lib.reinforce_pp_advantages(
-        rewards_B, group_B, num_groups, baseline=baseline, whiten=whiten, eps=eps, valid_B=valid_B
-    )
+    kw = dict(baseline=baseline, eps=eps, valid_B=valid_B)
+    if whiten and whiten_over == "tokens":
+        return adv_lib.reinforce_pp_token_advantages(
+            rewards_B, group_B, num_groups, mask_BxT, **kw
+        ), None
+    if whiten_over not in ("tokens", "rows"):
+        raise ValueError(f"credit.reinforce_pp.whiten_over = {whiten_over!r}; valid: tokens, rows")
+    a = adv_lib.reinforce_pp_advantages(rewards_B, group_B, num_groups, whiten=whiten, **kw)
     return _tokens(a, mask_BxT)
 
 

@@ -94,6 +94,7 @@ class LossSpec:
       aggregation: one of `losses.AGGREGATION_MODES`.
       kl_coef: β of the k-estimator KL-to-reference loss term (0 = none).
       kl_kind: "k1" | "k2" | "k3".
+      kl_clamp: cap on the per-token k3 value (verl's 10; 0 = none).
       entropy_coef: coefficient of the entropy bonus (0 = none).
       tis_cap: truncated importance weight cap (0 = no TIS).
     """
@@ -103,6 +104,7 @@ class LossSpec:
     aggregation: str = "seq-mean-token-mean"
     kl_coef: float = 0.0
     kl_kind: str = "k3"
+    kl_clamp: float = 10.0
     entropy_coef: float = 0.0
     tis_cap: float = 0.0
 
@@ -140,7 +142,9 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
     r = losses.ratio(logps_BxT, mb["old_logps_BxT"], mask)
     sums["ratio"] = jnp.sum(r * m)
     if spec.kl_coef:
-        kl_BxT = losses.kl_penalty(logps_BxT, mb["ref_logps_BxT"], mask, spec.kl_kind)
+        kl_BxT = losses.kl_penalty(
+            logps_BxT, mb["ref_logps_BxT"], mask, spec.kl_kind, k3_cap=spec.kl_clamp
+        )
         total_BxT = total_BxT + spec.kl_coef * kl_BxT
         sums["kl"] = jnp.sum(kl_BxT)
     if spec.entropy_coef:
@@ -156,7 +160,8 @@ def denominator(spec: LossSpec, mask_BxT, constant=0.0):
     Args:
       spec: LossSpec (its aggregation mode).
       mask_BxT: the loss mask of every row the optimizer update averages over.
-      constant: the denominator of mode "constant" (ignored by the others).
+      constant: mode "constant"'s normaliser per non-empty row (Dr.GRPO's L_max;
+        ignored by the other modes).
     Returns:
       float32 scalar.
     """

@@ -68,8 +68,8 @@ from rlvr_jax.rl import build, credit, scheduled, select, signals
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic, calibration_metrics
 from rlvr_jax.rl.rollout import Groups, sample_groups
-from rlvr_jax.rl.run_io import RunIO
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
+from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.train.evaluate import evaluate_task
 
@@ -185,8 +185,7 @@ class Trainer:
             critic_opt = critic_optimizer.init(critic_params)
             self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
             self.value_fn = _on_host_rows(make_value_fn(critic_graphdef, **mesh_kw), self.mesh)
-        rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
-        constant = c.loss.constant or rows * c.rollout.max_new_tokens
+        constant = c.loss.constant or c.rollout.max_new_tokens  # per non-empty row
         kw = dict(
             constant=constant,
             critic_graphdef=critic_graphdef,

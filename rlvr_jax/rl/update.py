@@ -166,7 +166,7 @@ def make_update(
       graphdef: the policy's graphdef (`nnx.split(model, nnx.Param, ...)`).
       optimizer: the policy optimizer.
       spec: the policy loss.
-      constant: the denominator of aggregation "constant".
+      constant: aggregation "constant"'s normaliser per non-empty row (L_max).
       critic_graphdef, critic_optimizer: the critic's, or None for no critic.
       value_clip: clipped value loss range (the "mse" critic's).
       critic_sigma_ratio: HL-Gauss σ in bin widths (the "hl_gauss" critic's).

@@ -85,17 +85,19 @@ def ref_log_ratio(lp, old, mask, clamp=20.0):
 
 
 def ref_aggregate(v, mask, mode, constant=None):
+    """Rows without a masked-in token count in no denominator (verl's convention)."""
     total, denom = 0.0, 0.0
     for i in range(v.shape[0]):
         row = [float(v[i, t]) for t in range(v.shape[1]) if mask[i, t]]
+        if not row:
+            continue
         if mode == "seq-mean-token-mean":
-            if row:
-                total += sum(row) / len(row)
-                denom += 1
+            total += sum(row) / len(row)
+            denom += 1
         else:
             total += sum(row)
-            denom += {"token-mean": len(row), "seq-mean-token-sum": 1, "constant": 0}[mode]
-    return total, (constant if mode == "constant" else denom)
+            denom += {"token-mean": len(row), "seq-mean-token-sum": 1, "constant": constant}[mode]
+    return total, denom
 
 
 def ref_clip_obj(rho, a, eps_low, eps_high):
@@ -326,7 +328,7 @@ def test_ratio_hand_values():
 def _aggregate_modes(values_BxT, mask_BxT, denoms):
     return {
         m: (
-            losses.aggregate(values_BxT, mask_BxT, m, constant=denoms[m]),
+            losses.aggregate(values_BxT, mask_BxT, m, constant=4.5),
             losses.aggregate_with_denominator(values_BxT, mask_BxT, m, denoms[m]),
         )
         for m in MODES
@@ -335,12 +337,12 @@ def _aggregate_modes(values_BxT, mask_BxT, denoms):
 
 def test_aggregate_hand_values():
     v = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]
-    m = [[1, 1, 0], [0, 0, 0], [1, 1, 1]]
+    m = [[1, 1, 0], [0, 0, 0], [1, 1, 1]]  # the empty middle row counts in no denominator
     expected = {
         "token-mean": (27.0, 5.0),
         "seq-mean-token-mean": (9.5, 2.0),
-        "seq-mean-token-sum": (27.0, 3.0),
-        "constant": (27.0, 9.0),
+        "seq-mean-token-sum": (27.0, 2.0),
+        "constant": (27.0, 9.0),  # 4.5 per non-empty row
     }
     got = _aggregate_modes(np.array(v), np.array(m), {k: w[1] for k, w in expected.items()})
     for mode, want in expected.items():
@@ -473,8 +475,8 @@ def test_masked_padding_and_empty_rows_are_finite():
     got = _aggregate_modes(lp[:2], np.zeros((2, 3), bool), {m: 0.0 for m in MODES})
     for mode in MODES:
         assert got[mode][1] == 0.0, mode
-    assert got["token-mean"][0][1] == got["seq-mean-token-mean"][0][1] == 0.0
-    assert got["seq-mean-token-sum"][0][1] == 2.0  # counts every row, as documented
+    for mode in MODES:  # empty rows count in no denominator
+        assert got[mode][0][1] == 0.0, mode
 
 
 def test_extreme_log_ratios_stay_finite():
@@ -556,7 +558,7 @@ def _objective_grad(w, d, denoms, select_K):
 def _denoms(mask_BxT):
     """Per-mode denominators; they depend on masks only, so are known before any gradient."""
     zeros = jnp.zeros(mask_BxT.shape)
-    return {m: losses.aggregate(zeros, mask_BxT, m, constant=mask_BxT.size)[1] for m in MODES}
+    return {m: losses.aggregate(zeros, mask_BxT, m, constant=mask_BxT.shape[1])[1] for m in MODES}
 
 
 def test_micro_batching_gives_full_batch_gradient(policy_batch):
@@ -570,7 +572,8 @@ def test_micro_batching_gives_full_batch_gradient(policy_batch):
     global_denoms = jax.tree.map(lambda *xs: sum(xs), *micro_denoms)
     for m in MODES:
         assert float(global_denoms[m]) == float(full_denoms[m]), m
-    assert float(global_denoms["constant"]) == B * T  # Dr.GRPO's B × T_max
+    # Dr.GRPO's B × T_max, B = the rows with a loss token.
+    assert float(global_denoms["constant"]) == T * int(data["mask"].any(-1).sum())
     grads = {}
     for k, name in enumerate(OBJECTIVES):
         select = np.eye(len(OBJECTIVES), dtype=np.float32)[k]

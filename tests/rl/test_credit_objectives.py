@@ -112,7 +112,7 @@ def test_policy_loss_micro_batches_sum_to_the_full_gradient(aggregation):
         entropy_coef=0.01,
     )
     ent = jnp.asarray(rng.random((b, t)), jnp.float32)
-    denom = objectives.denominator(spec, mb["mask_BxT"], constant=b * t)
+    denom = objectives.denominator(spec, mb["mask_BxT"], constant=t)
 
     def full(lp):
         return objectives.policy_loss(spec, lp, mb, denom, ent)[0]

@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
-from rlvr_jax.train import report
-from rlvr_jax.train.logger import MetricsLogger
-from rlvr_jax.train.report import plot_curves, read_metrics, results_table, write_report
+from rlvr_jax.run import report
+from rlvr_jax.run.logger import MetricsLogger
+from rlvr_jax.run.report import plot_curves, read_metrics, results_table, write_report
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""Tests of rlvr_jax.train.checkpointing: orbax run checkpoints and the preemption guard."""
+"""Tests of rlvr_jax.run.checkpointing: orbax run checkpoints and the preemption guard."""
 
 import os
 import shutil
@@ -14,8 +14,8 @@ import pytest
 from flax import nnx, struct
 
 from rlvr_jax.models import abstract_model
+from rlvr_jax.run.checkpointing import PreemptionGuard, RunCheckpointer
 from rlvr_jax.testing import tiny_config
-from rlvr_jax.train.checkpointing import PreemptionGuard, RunCheckpointer
 
 
 @struct.dataclass

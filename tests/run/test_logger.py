@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax.train.logger import MetricsLogger, format_duration
-from rlvr_jax.train.report import read_metrics
+from rlvr_jax.run.logger import MetricsLogger, format_duration
+from rlvr_jax.run.report import read_metrics
 
 
 def _read_events(logdir):
@@ -109,7 +109,7 @@ def test_progress_line_format_on_a_plain_stream(tmp_path):
 
 def test_progress_eta_from_mean_wall_time(tmp_path, monkeypatch):
     clock = iter([100.0, 103.0, 109.0])  # time.monotonic at three calls
-    monkeypatch.setattr("rlvr_jax.train.logger.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("rlvr_jax.run.logger.time.monotonic", lambda: next(clock))
     out = io.StringIO()
     logger = MetricsLogger(tmp_path, tensorboard=False, stream=out, progress_every_s=0)
     logger.progress(1, 10, {})  # no step time known yet: no ETA
@@ -128,7 +128,7 @@ def test_progress_rewrites_one_line_on_a_tty(tmp_path, monkeypatch):
             return True
 
     clock = iter([0.0, 2.0, 4.0])
-    monkeypatch.setattr("rlvr_jax.train.logger.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("rlvr_jax.run.logger.time.monotonic", lambda: next(clock))
     out = Tty()
     logger = MetricsLogger(tmp_path, tensorboard=False, stream=out, progress_every_s=3600)
     logger.progress(1, 3, {"reward": 0.123, "kl": 0.5, "entropy": 1.25})

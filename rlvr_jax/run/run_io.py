@@ -28,9 +28,9 @@ import ml_collections
 from etils import epath
 
 from rlvr_jax import distributed
+from rlvr_jax.run.checkpointing import PreemptionGuard, RunCheckpointer
+from rlvr_jax.run.logger import MetricsLogger
 from rlvr_jax.scheduling import load_state, save_state
-from rlvr_jax.train.checkpointing import PreemptionGuard, RunCheckpointer
-from rlvr_jax.train.logger import MetricsLogger
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class RunIO:
             export = self.paths.export
             save_pretrained(model, model.config, export)
             save_tokenizer(tokenizer, export)
-        from rlvr_jax.train.report import write_report
+        from rlvr_jax.run.report import write_report
 
         self.logger.close()
         write_report(self.workdir)

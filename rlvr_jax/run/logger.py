@@ -8,7 +8,7 @@
 
 Files in `workdir`: `metrics.jsonl` (one JSON object per `log` call, flushed at
 once, so a crash loses nothing already logged; read it with
-`rlvr_jax.train.report.read_metrics`) and `tensorboard/` (event files, scalars
+`rlvr_jax.run.report.read_metrics`) and `tensorboard/` (event files, scalars
 named "<split>/<metric>"; tensorboardX turns characters tensorboard does not
 allow, like the "@" of "pass@8", into "_"). Non-finite values are written as
 JSON `NaN` / `Infinity`, which Python's json module reads back.
@@ -237,7 +237,7 @@ class MetricsLogger:
 
     def _rewrite(self, max_step: int | None) -> None:
         """Atomically rewrites the JSONL with its complete records of step <= max_step."""
-        from rlvr_jax.train.report import read_metrics_lines
+        from rlvr_jax.run.report import read_metrics_lines
 
         lines = read_metrics_lines(self.path)
         kept = [line for line, rec in lines if max_step is None or rec["step"] <= max_step]

@@ -1,7 +1,7 @@
 """The run report: a markdown results table and a PNG of the training curves.
 
 Both are built from the run's `metrics.jsonl` (written by
-`rlvr_jax.train.logger.MetricsLogger`): the "eval" records give the table
+`rlvr_jax.run.logger.MetricsLogger`): the "eval" records give the table
 (held-out pass@k before and after RL), all records give the curves.
 
   results_md, curves_png = write_report(workdir)
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_jax.train.logger import METRICS_FILE
+from rlvr_jax.run.logger import METRICS_FILE
 
 log = logging.getLogger(__name__)
 
