@@ -49,6 +49,11 @@ BUILTIN_FIELDS = (
     "group_B",
     "valid_B",
     "step",
+    # The update's own, for the losses that ask (`rl.methods.distill`): the student's
+    # hidden states and output kernel, the teacher's output kernel.
+    "hidden_BxTxD",
+    "output_kernel_DxV",
+    "teacher_kernel_DxV",
 )
 
 

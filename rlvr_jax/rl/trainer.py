@@ -192,6 +192,7 @@ class Trainer:
             critic_optimizer=critic_optimizer,
             value_clip=c.critic.value_clip,
             critic_sigma_ratio=c.critic.sigma_ratio,
+            loss_consts=_loss_consts(c),
             **mesh_kw,
         )
         self.update = make_update(graphdef, optimizer, self.spec, **kw)
@@ -321,7 +322,7 @@ class Trainer:
         rows = len(b["tokens_BxT"])
         per_mb = rows // c.train.num_minibatches
         micro = self._chunk()
-        fields = [k for k in b if k.endswith(("_BxT", "_B"))]
+        fields = [k for k in b if k.endswith(("_BxT", "_B", "_BxTxD", "_BxTxK"))]
         mb_sharding = sharding.batch_sharding(self.mesh, batch_dim=1)
         update = self.update
         if self.update_critic_only is not None and step < c.critic.warmup_steps:
@@ -441,6 +442,17 @@ class Trainer:
         self.io.log_eval(step, final)
         self.io.finish(self.model if c.checkpoint.export_final else None, self.tokenizer)
         return final
+
+
+def _loss_consts(c) -> dict:
+    """Run constants of the policy loss: an external teacher's output kernel (opd_full_kl)."""
+    from rlvr_jax.rl import objectives
+    from rlvr_jax.rl.methods import model_signals
+
+    if "teacher_kernel_DxV" not in objectives.POLICY_LOSSES.get(c.loss.name).requires:
+        return {}
+    kernel = model_signals.teacher_output_kernel(c)
+    return {} if kernel is None else {"teacher_kernel_DxV": kernel}
 
 
 def _combine_select_stats(stats: dict[str, float]) -> dict[str, float]:

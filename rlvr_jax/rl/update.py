@@ -22,7 +22,7 @@ from jax import lax
 from rlvr_jax import sharding
 from rlvr_jax.core import hl_gauss
 from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
-from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.models.scoring import logps_from_logits, token_logps
 from rlvr_jax.rl import objectives
 
 
@@ -159,6 +159,7 @@ def make_update(
     train_policy: bool = True,
     mesh: jax.sharding.Mesh | None = None,
     rules="fsdp",
+    loss_consts: dict[str, Any] | None = None,
 ):
     """One jitted optimizer update on a minibatch; `state` is donated.
 
@@ -185,12 +186,28 @@ def make_update(
       and the critic's value_loss and critic_grad_norm.
     """
     with_entropy = bool(spec.entropy_coef)
+    # Losses over whole next-token distributions (rl.methods.distill: opd_full_kl,
+    # opd_topk_kl) also get the student's final hidden states and output kernel, and
+    # the teacher's kernel (`loss_consts`, else the student's own, stop-gradient).
+    needs_hidden = "hidden_BxTxD" in objectives.POLICY_LOSSES.get(spec.name).requires
+    loss_consts = dict(loss_consts or {})
 
     def policy_loss_fn(params, rest, mb, denom):
         model = nnx.merge(graphdef, params, rest)
-        out = token_logps(
-            model, mb["tokens_BxT"], mb["attention_mask_BxT"], with_entropy=with_entropy
-        )
+        tokens, attn = mb["tokens_BxT"], mb["attention_mask_BxT"]
+        if needs_hidden:
+            fwd = model.forward(tokens, attn, return_hidden=True)
+            out = logps_from_logits(fwd.logits, tokens, attn, with_entropy=with_entropy)
+            kernel = model.output_kernel()
+            mb = dict(
+                mb,
+                hidden_BxTxD=jnp.pad(fwd.hidden[:, :-1], ((0, 0), (1, 0), (0, 0))),
+                output_kernel_DxV=kernel,
+                teacher_kernel_DxV=jax.lax.stop_gradient(kernel),
+                **loss_consts,
+            )
+        else:
+            out = token_logps(model, tokens, attn, with_entropy=with_entropy)
         logps, ent = out if with_entropy else (out, None)
         return objectives.policy_loss(spec, logps, mb, denom, ent)
 

@@ -172,18 +172,26 @@ TASK_OPTIONS = {
 }
 # The bases' share of SFT examples in the self-teachers' privileged views
 # (`privileged.VIEWS`; "solution", the view of DASH / CPO / H²SD's failed rows,
-# counted twice): their self-teachers are then in distribution. docs/base_models.md
+# counted three times): their self-teachers are then in distribution (a 30% share
+# at 500 steps did not teach the copy: hinted pass@1 0.17 < plain 0.27). docs/base_models.md
 # has the measured effect (hinted vs plain pass@1, sign agreement with the first mistake).
 PRIVILEGED = dict(
-    privileged_share=0.3,
-    privileged_views=("solution", "solution", "rephrase", "asserted_correct", "asserted_incorrect"),
+    privileged_share=0.5,
+    privileged_views=(
+        "solution",
+        "solution",
+        "solution",
+        "rephrase",
+        "asserted_correct",
+        "asserted_incorrect",
+    ),
 )
 # The teachers have the base's architecture and ~2x its steps: the loss is still
 # falling steeply at the base's budget, and a wider model would not fit 10 minutes.
 SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ("countdown", "base"): _spec("countdown", "base", 128, 4, 800, 8000),
     ("countdown", "teacher"): _spec("countdown", "teacher", 128, 4, 1500, 12000),
-    ("arithmetic", "base"): _spec("arithmetic", "base", 128, 4, 500, 6400, **PRIVILEGED),
+    ("arithmetic", "base"): _spec("arithmetic", "base", 128, 4, 800, 6400, **PRIVILEGED),
     ("arithmetic", "teacher"): _spec("arithmetic", "teacher", 128, 4, 1000, 8000),
     ("arithmetic", "judge"): _spec("arithmetic", "judge", 128, 4, 1000, 8000),
     ("multilingual_arithmetic", "base"): _spec(

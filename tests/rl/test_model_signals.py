@@ -296,6 +296,35 @@ def test_teacher_with_another_tokenizer_is_refused():
         ms.load_teacher(ctx, source="hub", domain="", role="teacher", path="")
 
 
+# -------------------------------------------------------------- teacher states
+def test_teacher_hidden_and_topk_equal_a_direct_forward_of_the_hint_view(setup):
+    ctx, g, b = setup
+    ctx = dataclasses.replace(ctx, cache={})
+    tr = ctx.trainer
+    kw = dict(source="hint", domain="", role="teacher", path="", template=HINT_TPL)
+    h = ms.teacher_hidden(ctx, g, b, **kw)["teacher_hidden_BxTxD"]
+    top = ms.teacher_topk(ctx, g, b, k=3, **kw)
+    m = b["mask_BxT"]
+    rows, length = m.shape
+    texts = [p.prompt + "\n" + tr.task.hint(p) for p in (_problem(g, i) for i in range(rows))]
+    for i in range(rows):
+        if not m[i].any():
+            assert not h[i].any() and not top["teacher_topk_ids_BxTxK"][i].any()
+            continue
+        p = encode_prompt(tr.tokenizer, texts[i])
+        r = g.tokens[i][m[i]].tolist()
+        ids = np.asarray([p + r], np.int32)
+        out = tr.model.forward(ids, np.ones_like(ids), return_hidden=True)
+        lo = len(p)
+        want_h = np.asarray(out.hidden[0, lo - 1 : lo - 1 + len(r)])  # state before each token
+        np.testing.assert_allclose(h[i][m[i]], want_h, atol=2e-5)
+        lp = jax.nn.log_softmax(np.asarray(out.logits[0, lo - 1 : lo - 1 + len(r)]), -1)
+        want_v, want_i = jax.lax.top_k(lp, 3)
+        np.testing.assert_allclose(top["teacher_topk_logps_BxTxK"][i][m[i]], want_v, atol=2e-5)
+        np.testing.assert_array_equal(top["teacher_topk_ids_BxTxK"][i][m[i]], want_i)
+        assert not h[i][~m[i]].any()
+
+
 # ----------------------------------------------------------------------- diagnostics
 def test_hint_diagnostics_are_the_noise_and_agreement_kernels(setup):
     from rlvr_jax.core import opsa
