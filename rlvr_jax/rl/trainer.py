@@ -447,11 +447,11 @@ class Trainer:
 def _loss_consts(c) -> dict:
     """Run constants of the policy loss: an external teacher's output kernel (opd_full_kl)."""
     from rlvr_jax.rl import objectives
-    from rlvr_jax.rl.methods import model_signals
+    from rlvr_jax.rl.methods import teacher_dists
 
     if "teacher_kernel_DxV" not in objectives.POLICY_LOSSES.get(c.loss.name).requires:
         return {}
-    kernel = model_signals.teacher_output_kernel(c)
+    kernel = teacher_dists.teacher_output_kernel(c)
     return {} if kernel is None else {"teacher_kernel_DxV": kernel}
 
 

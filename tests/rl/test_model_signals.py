@@ -20,6 +20,7 @@ from rlvr_jax.rl import config as config_lib
 from rlvr_jax.rl import signals
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import model_signals as ms
+from rlvr_jax.rl.methods import teacher_dists as td
 from rlvr_jax.rl.rollout import Groups
 from rlvr_jax.rl.update import make_scorer
 from rlvr_jax.testing import tiny_config
@@ -302,8 +303,8 @@ def test_teacher_hidden_and_topk_equal_a_direct_forward_of_the_hint_view(setup):
     ctx = dataclasses.replace(ctx, cache={})
     tr = ctx.trainer
     kw = dict(source="hint", domain="", role="teacher", path="", template=HINT_TPL)
-    h = ms.teacher_hidden(ctx, g, b, **kw)["teacher_hidden_BxTxD"]
-    top = ms.teacher_topk(ctx, g, b, k=3, **kw)
+    h = td.teacher_hidden(ctx, g, b, **kw)["teacher_hidden_BxTxD"]
+    top = td.teacher_topk(ctx, g, b, k=3, **kw)
     m = b["mask_BxT"]
     rows, length = m.shape
     texts = [p.prompt + "\n" + tr.task.hint(p) for p in (_problem(g, i) for i in range(rows))]
@@ -328,14 +329,14 @@ def test_teacher_hidden_and_topk_equal_a_direct_forward_of_the_hint_view(setup):
 # ----------------------------------------------------------------------- diagnostics
 def test_hint_diagnostics_are_the_noise_and_agreement_kernels(setup):
     from rlvr_jax.core import opsa
-    from rlvr_jax.rl.methods import task_signals
+    from rlvr_jax.rl.methods import locators
 
     ctx, g, b = setup
     ctx.metrics.clear()
     lp = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="", diagnostics=True)
     lp = lp["hint_logps_BxT"]
     got = dict(ctx.metrics)
-    first = task_signals.first_mistake(ctx, g, b)["first_mistake_B"]
+    first = locators.first_mistake(ctx, g, b)["first_mistake_B"]
     assert (first >= 0).any()  # random responses: the locator finds mistakes
     m, old, ok = b["mask_BxT"], b["old_logps_BxT"], b["correct_B"]
     want = dict(opsa.teacher_noise_stats(lp, old, ok, m))

@@ -68,7 +68,7 @@ def test_judge_examples_mix_and_agree_with_the_locator():
 
 
 def test_noisy_locator_moves_the_stated_share_to_other_tokens():
-    from rlvr_jax.rl.methods.task_signals import noisy_first_mistakes
+    from rlvr_jax.rl.methods.locators import noisy_first_mistakes
 
     rng = np.random.default_rng(0)
     first = np.array([3, -1, 0, 7] * 2000)

@@ -8,6 +8,8 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     credit_shaping,
     distill,
     gradient_signals,
+    locators,
     model_signals,
     task_signals,
+    teacher_dists,
 )
