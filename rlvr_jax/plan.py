@@ -41,7 +41,8 @@ from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.transformer import KVCache, Transformer
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.rl.update import RLState, make_update
-from rlvr_jax.sampling.sampler import _MAX_STOP_IDS, Sampler
+from rlvr_jax.sampling.generate import MAX_STOP_IDS
+from rlvr_jax.sampling.sampler import Sampler
 
 GIB = 1 << 30
 HBM_BYTES = {"v5p": 95e9, "v5e": 16e9}  # HBM per chip (published, decimal GB)
@@ -226,7 +227,7 @@ def _compile_sample(config, mesh, rules, rows, prompt_len, max_new_tokens):
         per_row(jnp.float32),
         per_row(jnp.int32),
         per_row(jnp.float32),
-        jax.ShapeDtypeStruct((_MAX_STOP_IDS,), jnp.int32, sharding=rep),
+        jax.ShapeDtypeStruct((MAX_STOP_IDS,), jnp.int32, sharding=rep),
         per_row(jnp.float32),
         per_row(jnp.bool_),
         jax.ShapeDtypeStruct((), jnp.int32, sharding=rep),

@@ -338,6 +338,11 @@ def activate(mesh: Mesh, rules):
         _ACTIVE.reset(token)
 
 
+def active():
+    """(mesh, resolved rules) of the enclosing `activate`, or None outside one."""
+    return _ACTIVE.get()
+
+
 def constrain(x, logical):
     """`with_sharding_constraint` by logical names; returns x unchanged outside `activate`.
 

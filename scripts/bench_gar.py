@@ -1,14 +1,30 @@
-"""GAR cost: wall-clock of the GAR reward vs one plain GRPO update, same model and batch.
+"""GAR cost: its share of a whole RL step (the paper's measure), and its parts vs one update.
 
-Usage:
-  taskset -c 1 python scripts/bench_gar.py                  # 3M bench model, 64 rows x 128 tokens
-  python scripts/bench_gar.py --size 30m --rows 32 --repeats 5
+Usage (pin to one core; every number is then per core):
+  taskset -c 1 python scripts/bench_gar.py step                 # experiments/gar/gar.py, 8 steps
+  taskset -c 1 python scripts/bench_gar.py step --config experiments/gar/gar.py:arithmetic
+  taskset -c 1 python scripts/bench_gar.py update               # 3M bench model, 64 x 128 tokens
+  python scripts/bench_gar.py update --size 30m --rows 32 --repeats 5
 
-GRPO update: `rlvr_jax.rl.update.make_update` with the PPO-clip loss on one
+step: `--steps` RL steps of the GAR experiment through the trainer (sampling,
+verification, the GAR signal, credit, the PPO update), as the paper measures
+(wall-clock share of a whole step, generation included). Per step: the step's
+seconds, its rollout seconds, the GAR signal's seconds (its forward pass over the
+rollouts, which also yields the trainer's old log-probs, the anchors' forward
+passes and the output-projection kernel), and, timed after the run on the same
+rows, the trainer's own old-log-prob forward. Each is clocked in wall seconds and
+in process CPU seconds (the robust measure on a shared machine, where wall
+time includes waiting for a core). Reported (medians over steps 2..N; step 1
+compiles): GAR's extra time in a step that recomputes old log-probs as verl /
+slime do (signal − that forward), as a share of the whole step and as overhead
+over the step without GAR; and GAR with its own forward over a step that takes
+the sampler's log-probs.
+
+update: GRPO update: `rlvr_jax.rl.update.make_update` with the PPO-clip loss on one
 micro-batch (forward + backward + AdamW). GAR reward: one forward pass (hidden
 states only) over the rollouts and over one expert anchor per group, the
 chunked output-projection signatures, max-cosine alignment and the group-centred
-dense reward (`rlvr_jax.rl.methods.gradient_signals`). Also timed: the GAR
+dense reward (`rlvr_jax.rl.methods.gar_signal`). Also timed: the GAR
 kernel alone given the hidden states (what GAR adds when the score stage reuses
 the hidden states of a forward pass it runs anyway). Each is jitted, warmed up,
 then timed `--repeats` times alternately; medians are printed (paper: < 9%
@@ -19,7 +35,11 @@ to the update alone, the stricter ratio).
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
+import resource
 import statistics
+import tempfile
 import time
 
 import jax
@@ -29,8 +49,9 @@ from flax import nnx
 
 from rlvr_jax.core import gar as gar_lib
 from rlvr_jax.models.transformer import init_model
-from rlvr_jax.rl import objectives
-from rlvr_jax.rl.methods import gradient_signals as gs
+from rlvr_jax.rl import objectives, select, signals
+from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.rl.methods import gar_signal as gs
 from rlvr_jax.rl.update import RLState, build_optimizer, make_update
 from rlvr_jax.testing import bench_config
 
@@ -43,6 +64,21 @@ def _timed(fn) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    st = sub.add_parser("step", help="GAR's share of whole RL steps through the trainer")
+    st.add_argument("--config", default="experiments/gar/gar.py")
+    st.add_argument("--steps", type=int, default=8)
+    st.add_argument("--workdir", default="")
+    up = sub.add_parser("update", help="GAR's reward and kernel vs one GRPO update")
+    _update_args(up)
+    a = ap.parse_args()
+    if a.mode == "step":
+        _step_bench(a)
+    else:
+        _update_bench(a)
+
+
+def _update_args(ap):
     ap.add_argument("--size", default="3m", choices=["3m", "30m"])
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--length", type=int, default=128)
@@ -50,7 +86,9 @@ def main():
     ap.add_argument("--group_size", type=int, default=8)
     ap.add_argument("--chunk", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=5)
-    a = ap.parse_args()
+
+
+def _update_bench(a):
     cfg = bench_config(a.size)
     graphdef, params, rest = nnx.split(init_model(cfg, seed=0), nnx.Param, ...)
     rng = np.random.default_rng(0)
@@ -145,6 +183,98 @@ def main():
         f"(overhead {gar / upd:.1%}) | gar_kernel_given_hidden {ker * 1e3:.1f} ms "
         f"(overhead {ker / upd:.1%})"
     )
+
+
+def _clock(rec, name, fn):
+    """fn wrapped to append its (wall, process CPU) seconds to rec[name] on every call."""
+
+    def run(*args, **kwargs):
+        w, c = time.perf_counter(), time.process_time()
+        out = jax.block_until_ready(fn(*args, **kwargs))
+        rec.setdefault(name, []).append((time.perf_counter() - w, time.process_time() - c))
+        return out
+
+    return run
+
+
+def _step_bench(a):
+    """Runs the GAR experiment through the trainer and clocks each stage of its steps."""
+    path, _, variant = a.config.partition(":")
+    spec = importlib.util.spec_from_file_location("gar_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = module.get_config(variant)
+    c.train.steps = a.steps
+    c.eval.at_start = False
+    c.eval.every = 0
+    c.eval.num_problems, c.eval.n_samples = 2, 1  # the run's closing eval: kept small
+    c.checkpoint.every = a.steps
+    c.checkpoint.export_final = False
+    if signals.signal_names(c) != ["gar"]:
+        raise ValueError(f"{a.config}: score.signals must be 'gar', got {c.score.signals!r}")
+    workdir = a.workdir or tempfile.mkdtemp(prefix="bench_gar_")
+    rec, rows = {}, []
+    originals = (select.collect_groups, signals.compute, trainer_lib.Trainer._batch)
+    original_optimize = trainer_lib.Trainer._optimize
+    original_sync = trainer_lib.Trainer._sync_model
+
+    def compute(ctx, groups, batch):
+        rows.append((batch["tokens_BxT"], batch["attention_mask_BxT"]))
+        return originals[1](ctx, groups, batch)
+
+    select.collect_groups = _clock(rec, "rollout", originals[0])
+    signals.compute = _clock(rec, "gar", compute)
+    trainer_lib.Trainer._batch = _clock(rec, "score_credit", originals[2])
+    trainer_lib.Trainer._optimize = _clock(rec, "update", original_optimize)
+    trainer_lib.Trainer._sync_model = _clock(rec, "sync", original_sync)  # weights to the sampler
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    trainer = trainer_lib.Trainer(c, workdir)
+    try:
+        trainer.run()
+    finally:
+        trainer.io.close()
+        select.collect_groups, signals.compute, trainer_lib.Trainer._batch = originals
+        trainer_lib.Trainer._optimize = original_optimize
+        trainer_lib.Trainer._sync_model = original_sync
+    wall = time.perf_counter() - t0
+    # The trainer's old-log-prob forward (loss.recompute_old_logps) on the same rows.
+    for tokens, attn in rows:
+        run = functools.partial(
+            trainer_lib._chunked,
+            trainer.scorer,
+            trainer.state.params,
+            trainer.rest,
+            tokens,
+            attn,
+            rows=len(tokens),
+            chunk=trainer._chunk(),
+        )
+        run()  # compile / warm
+        _clock(rec, "forward", run)()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    parts = ("sync", "rollout", "score_credit", "update", "gar", "forward")
+    n = len(rec["rollout"])
+    rec["sync"] = rec["sync"][:n]  # the closing evaluation syncs once more
+    for k in ("wall", "cpu"):
+        col = 0 if k == "wall" else 1
+        # Medians over steps 2..N (step 1 compiles); a step = rollout + score/credit + update.
+        per = {p: statistics.median(x[col] for x in rec[p][1:]) for p in parts}
+        step = statistics.median(sum(rec[p][i][col] for p in parts[:3]) for i in range(1, n))
+        extra = per["gar"] - per["forward"]
+        print(
+            f"bench_gar step [{k} s]: config={a.config} steps={a.steps} rows={len(rows[0][0])} "
+            f"(B={c.data.prompts_per_step} x G={c.data.group_size}) "
+            f"L_max={c.rollout.max_new_tokens} | medians over steps 2..{n}: step {step:.2f}, "
+            + ", ".join(f"{p} {per[p]:.2f}" for p in parts)
+            + f" | GAR minus the forward it shares: {extra:.2f} = {extra / step:.1%} of the "
+            f"step, overhead {extra / (step - extra):.1%} over a step that recomputes old "
+            f"log-probs | GAR with its own forward: {per['gar'] / step:.1%} of the step, "
+            f"overhead {per['gar'] / (step - per['gar']):.1%} over a step on the sampler's "
+            "log-probs"
+        )
+    cpu = usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime
+    print(f"bench_gar step: wall {wall:.0f} s, CPU {cpu:.0f} s (whole run, compiles included)")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ and with the locator arms:
 
 Paper-fixed (abstract): an off-the-shelf LLM teacher locates the first mistake;
 prefix before it positive, suffix from it negative, correct rollouts unchanged.
-Ours (METHODS.md): a = b = 1 scaled by |A_i| (credit.cliff.scale = True); a
+Ours (docs/methods.md): a = b = 1 scaled by |A_i| (credit.cliff.scale = True); a
 wrong rollout whose locator finds no mistake keeps A_i; the stop token takes
 the negative credit for a missing step / answer. The judge is a 0.92M warm
 start trained here to imitate the exact locator on corrupted reference
@@ -50,7 +50,7 @@ def get_config(variant: str = ""):
     c.credit.transforms = "cliff"
     c.credit.cliff.a = 1.0  # a: prefix magnitude (ours)
     c.credit.cliff.b = 1.0  # b: suffix magnitude (ours)
-    c.credit.cliff.scale = True  # ×|A_i| (METHODS.md); False: ±a/±b, also for all-wrong groups
+    c.credit.cliff.scale = True  # ×|A_i| (docs/methods.md); False: ±a/±b, also for all-wrong groups
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
     apply_variant(c, variant)

@@ -8,7 +8,7 @@ learning signal |A_i| get more update headroom. Report the clip fractions
 
 Paper-fixed (abstract): keep the PPO / GSPO surrogate, adapt only the clip
 range per rollout, larger for larger |A_i|.
-Ours (METHODS.md): ε_i = clip(ε·|A_i| / Ā, ε_min, ε_max) on each side, ε = 0.2 (the
+Ours (docs/methods.md): ε_i = clip(ε·|A_i| / Ā, ε_min, ε_max) on each side, ε = 0.2 (the
 PPO value it adapts), [ε_min, ε_max] = [0.1, 0.5]; Ā = mean |A_j| over the
 micro-batch's rows with A_j ≠ 0 (loss.gapo.ref_scale = 0; set it > 0, e.g. 1 for
 std-normalised GRPO advantages, for bounds independent of the micro-batching).

@@ -9,7 +9,7 @@ against the verdicts (`rl.critic.calibration_metrics`: "critic/brier",
 "critic/ece" over the response tokens, "critic/brier_first", "critic/ece_first"
 at the first one), the value read as a success probability on [v_min, v_max].
 
-Paper-fixed (METHODS.md): HL-Gauss targets with σ = 0.75 bin width, cross-entropy,
+Paper-fixed (docs/methods.md): HL-Gauss targets with σ = 0.75 bin width, cross-entropy,
 value = expectation.
 Ours: m = 51 bins on [0, 1], the verifier's reward range (returns outside it
 are clipped to it, e.g. with an overlong penalty); the rest is ppo.py's: GAE

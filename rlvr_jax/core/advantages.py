@@ -80,7 +80,7 @@ def grpo_advantages(
       group_B: [B] int32 group ids in [0, num_groups).
       num_groups: static number of groups.
       scale_by_std: static; False gives r_i − mean_g r (= Dr.GRPO).
-      eps: ε added to the std (METHODS.md default 1e-6); 0 is allowed.
+      eps: ε added to the std (docs/methods.md default 1e-6); 0 is allowed.
       valid_B: optional [B] bool mask of real rows.
     Returns:
       adv_B: float32 [B]. Exactly 0 for zero-variance groups, groups of size 1

@@ -5,7 +5,7 @@ wrong rollout at its first mistaken token k: the prefix before k is a correct
 partial solution and gets a positive advantage, the suffix from k on is
 conditioned on an invalid prefix and gets a negative one. Fixed by the
 abstract: prefix positive, suffix negative, correct rollouts unchanged. Ours
-(METHODS.md): magnitudes a = b = 1 scaled by |A_i|; a rollout whose locator
+(docs/methods.md): magnitudes a = b = 1 scaled by |A_i|; a rollout whose locator
 found no mistake keeps its estimator advantage A_i.
 
 Index convention (shared with `om_grpo` and `cbpo`): `first_mistake_B[i]` counts

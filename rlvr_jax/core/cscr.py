@@ -91,7 +91,7 @@ def cscr_advantages(
       mask_BxT: bool/{0,1} loss mask.
       alpha: strength α ≥ 0 (ours: 1).
       combine: static, how s_t combines the two shifts (SENSITIVITIES).
-      budget: static, "tokens" (Σ_t w_t = n_i, METHODS.md) or "abs_adv"
+      budget: static, "tokens" (Σ_t w_t = n_i, docs/methods.md) or "abs_adv"
         (Σ_t |A'_t| = Σ_t |A_t|).
     Returns:
       adv_BxT float32: same sign as A_t everywhere, 0 off the mask; a row whose

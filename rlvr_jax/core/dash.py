@@ -8,7 +8,7 @@ maps the gap between d_t and its sequence mean to a propagation gate and uses
 it for backward multi-step aggregation, so a token's weight depends on how the
 divergence evolves after it. Fixed by the abstract: gap = d_t − mean_t d (over
 the row's response), a gate from the gap, backward aggregation, no extra
-forward passes. Ours (METHODS.md):
+forward passes. Ours (docs/methods.md):
 
   gate_t = 2·σ(κ·|d_t − mean d|) − 1 ∈ [0, 1)
   H_t    = H_min + round(gate_t · (H_max − H_min))

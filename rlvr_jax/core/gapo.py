@@ -2,7 +2,7 @@
 
 GAPO keeps the PPO / GSPO surrogate and changes only the clip range: rollouts
 with a larger learning signal |A_i| get more update headroom (the abstract's
-reverse-KL trust-region argument). Ours (METHODS.md), for each side
+reverse-KL trust-region argument). Ours (docs/methods.md), for each side
 s ∈ {low, high}:
 
   ε_{s,i} = clip(ε_s · |A_i| / Ā, ε_min, ε_max),   Ā = mean_j |A_j|,
@@ -171,7 +171,7 @@ def gapo_gspo_objective(
 def clip_rate_by_success(
     clipped_B, correct_B, group_B, num_groups: int, *, num_bins=4, valid_B=None
 ):
-    """Clip fraction of rollouts bucketed by their group's success rate (METHODS.md's report).
+    """Clip fraction of rollouts bucketed by their group's success rate (docs/methods.md's report).
 
     Evaluate-stage analysis: bucket b holds rows whose group success rate lies
     in [b/K, (b+1)/K) (the last bucket includes 1).

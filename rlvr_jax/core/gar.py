@@ -12,8 +12,9 @@ state (after the final norm) that predicts token y_t and p_t = softmax(W h_t),
 gain on h (h → γ ⊙ h at γ = 1): a D-dim vector, no V×D gradient is formed. The
 expert solution of the prompt (and optional auxiliary anchors) is scored the
 same way; the cosine cos(S_i, S_anchor) becomes a dense bonus for passing
-rollouts (`gar_rewards`). Closed form, no backprop through the trunk; the score
-stage calls these kernels (see `rlvr_jax.rl.methods.gradient_signals`).
+rollouts (`gar_rewards`), and that reward is the advantage as it is (no group
+normalisation; see experiments/gar). Closed form, no backprop through the trunk;
+the score stage calls these kernels (see `rlvr_jax.rl.methods.gar_signal`).
 
 Memory: g_t needs softmax over the whole vocabulary; `output_error_grads` scans
 the vocabulary in chunks of static size with an online (running-max) softmax,
@@ -21,8 +22,10 @@ so the largest temporary is [B, T, chunk], never [B, T, V].
 
 What the abstract fixes: the output-projection gradient, cosine to an expert
 anchor, the multiplicative prediction-error × activation-pattern decomposition.
-Ours (METHODS.md): the ⊙ h_t signature, max over anchors, β = .5, the group
-centring over passing rollouts; the auxiliary-anchor weighting below.
+The reference code (github.com/LQgdwind/GAR) fixes the defaults here: the ⊙ h_t
+signature, max over anchors of a kind, β = .5, the group centring over passing
+rollouts only when ≥ 2 pass (a lone passing rollout gets its absolute cosine),
+and auxiliary anchors combined as real + 0.5·max(0, aux − real) ("aux_residual").
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ import jax
 import jax.numpy as jnp
 
 VARIANTS = ("grad_hidden", "grad")
-AUX_REDUCTIONS = ("mean", "max")
+# How the best auxiliary-anchor cosine joins the best expert-anchor cosine (the reference's).
+AUX_COMBINES = ("aux_residual", "aux_max", "real_only")
 
 _F32 = jnp.float32
 _HI = jax.lax.Precision.HIGHEST
@@ -123,20 +127,14 @@ def cosine(a_NxD, b_NxD):
     return jnp.sum(_normalise(jnp.asarray(a_NxD, _F32)) * _normalise(jnp.asarray(b_NxD, _F32)), -1)
 
 
-def _reduce_cos(cos_BxK, mask_BxK, how):
-    m = jnp.asarray(mask_BxK) != 0
-    has_B = m.any(-1)
-    if how == "max":
-        out = jnp.max(jnp.where(m, cos_BxK, -jnp.inf), -1)
-    else:
-        out = jnp.sum(jnp.where(m, cos_BxK, 0.0), -1) / jnp.maximum(m.sum(-1), 1)
-    return jnp.where(has_B, out, 0.0), has_B
-
-
-def _cos_to_anchors(sig_BxD, anchors_BxKxD):
+def _max_cos(sig_BxD, anchors_BxKxD, mask_BxK):
+    """(max_k cos(S_i, S_k) over the row's anchors, whether it has one); 0 without."""
     s = _normalise(jnp.asarray(sig_BxD, _F32))
     a = _normalise(jnp.asarray(anchors_BxKxD, _F32))
-    return jnp.einsum("bd,bkd->bk", s, a, precision=_HI)
+    cos_BxK = jnp.einsum("bd,bkd->bk", s, a, precision=_HI)
+    m = jnp.asarray(mask_BxK) != 0
+    has_B = m.any(-1)
+    return jnp.where(has_B, jnp.max(jnp.where(m, cos_BxK, -jnp.inf), -1), 0.0), has_B
 
 
 def anchor_alignment(
@@ -146,16 +144,17 @@ def anchor_alignment(
     *,
     aux_BxJxD=None,
     aux_mask_BxJ=None,
-    aux_weight=0.0,
-    aux_reduce: str = "mean",
+    aux_weight=0.5,
+    aux_combine: str = "aux_residual",
 ):
-    """Alignment a_i of each rollout with its prompt's anchors.
+    """Alignment a_i of each rollout with its prompt's anchors (the reference's rule).
 
-    a_i = (1 − λ)·max_k cos(S_i, S_k) + λ·agg_j cos(S_i, S^aux_j), where k runs
-    over the expert anchors (max, as METHODS.md) and j over auxiliary anchors
-    (ours: λ = `aux_weight`, default 0 = no auxiliary anchors; agg "mean" by
-    default so many weak auxiliary anchors cannot dominate, "max" optional).
-    When a row has only one kind of anchor, a_i is that kind's term alone.
+    With real_i = max_k cos(S_i, S_k) over the expert anchors and aux_i =
+    max_j cos(S_i, S^aux_j) over the auxiliary ones, w = `aux_weight`:
+      "aux_residual": a_i = real_i + w·max(0, aux_i − real_i)  (reference default)
+      "aux_max":      a_i = max(real_i, w·aux_i)
+      "real_only":    a_i = real_i (auxiliary anchors ignored).
+    A row with only one kind of anchor gets that kind's cosine.
 
     Args:
       sig_BxD: rollout signatures.
@@ -163,33 +162,45 @@ def anchor_alignment(
         [G, K, D] array with group_B first); K is static.
       anchor_mask_BxK: bool/{0,1}, which anchors exist.
       aux_BxJxD, aux_mask_BxJ: optional auxiliary anchors and their mask.
-      aux_weight: λ in [0, 1].
-      aux_reduce: static, "mean" or "max" over auxiliary anchors.
+      aux_weight: w ≥ 0.
+      aux_combine: static, one of AUX_COMBINES.
     Returns:
-      (align_B, has_anchor_B): float32 alignment in [−1, 1] (0 without anchors)
-      and bool, whether the row had any anchor with positive weight.
+      (align_B, has_anchor_B): float32 alignment (0 without anchors) and bool,
+      whether the row had any anchor.
     """
-    if aux_reduce not in AUX_REDUCTIONS:
-        raise ValueError(f"unknown aux_reduce {aux_reduce!r}; valid: {AUX_REDUCTIONS}")
-    primary_B, has_p = _reduce_cos(_cos_to_anchors(sig_BxD, anchors_BxKxD), anchor_mask_BxK, "max")
-    if aux_BxJxD is None:
-        return primary_B, has_p
-    aux_B, has_a = _reduce_cos(_cos_to_anchors(sig_BxD, aux_BxJxD), aux_mask_BxJ, aux_reduce)
-    lam = jnp.asarray(aux_weight, _F32)
-    wp = jnp.where(has_p, 1.0 - lam, 0.0)
-    wa = jnp.where(has_a, lam, 0.0)
-    total = wp + wa
-    align = (wp * primary_B + wa * aux_B) / jnp.where(total > 0, total, 1.0)
-    return jnp.where(total > 0, align, 0.0), total > 0
+    if aux_combine not in AUX_COMBINES:
+        raise ValueError(f"unknown aux_combine {aux_combine!r}; valid: {AUX_COMBINES}")
+    real_B, has_r = _max_cos(sig_BxD, anchors_BxKxD, anchor_mask_BxK)
+    if aux_BxJxD is None or aux_combine == "real_only":
+        return real_B, has_r
+    aux_B, has_a = _max_cos(sig_BxD, aux_BxJxD, aux_mask_BxJ)
+    w = jnp.asarray(aux_weight, _F32)
+    if aux_combine == "aux_residual":
+        both = real_B + w * jnp.maximum(aux_B - real_B, 0.0)
+    else:
+        both = jnp.maximum(real_B, w * aux_B)
+    align = jnp.where(has_r & has_a, both, jnp.where(has_r, real_B, aux_B))
+    return align, has_r | has_a
 
 
 def gar_rewards(
-    align_B, passed_B, group_B, num_groups: int, *, beta=0.5, has_anchor_B=None, valid_B=None
+    align_B,
+    passed_B,
+    group_B,
+    num_groups: int,
+    *,
+    beta=0.5,
+    min_group: int = 2,
+    has_anchor_B=None,
+    valid_B=None,
 ):
-    """Dense reward: 1 + β·max(0, a_i − mean of a over the group's passing rollouts); failures 0.
+    """Dense reward: 1 + β·max(0, a_i − m_g) for passing rollouts, 0 for failing ones.
 
-    The mean runs over the valid, passing rows of the group that have an anchor
-    (segment sums, so groups may be anywhere in the batch and of any size).
+    m_g is the mean of a over the group's valid, passing rows that have an
+    anchor, when there are at least `min_group` of them, else 0 (reference:
+    min_group = 2, so a lone passing rollout is rewarded by its absolute
+    alignment instead of a bonus that is always 0; min_group = 1 centres every
+    group). Segment sums, so groups may be anywhere in the batch and of any size.
     Ours: a passing rollout without an anchor gets exactly 1 (no bonus).
 
     Args:
@@ -197,11 +208,13 @@ def gar_rewards(
       passed_B: bool, the verifier's verdict.
       group_B: int32 group ids in [0, num_groups).
       num_groups: static number of groups (rows // group size, or rows as an upper bound).
-      beta: β ≥ 0 (METHODS.md: .5).
+      beta: β ≥ 0 (docs/methods.md: .5).
+      min_group: static, passing anchored rows a group needs for its mean to be subtracted.
       has_anchor_B: optional bool, rows with an anchor (default all).
       valid_B: optional bool, real rows (others get 0).
     Returns:
-      rewards_B: float32; 0 for failing or invalid rows, in [1, 1 + 2β] for passing ones.
+      rewards_B: float32; 0 for failing or invalid rows, ≥ 1 for passing ones
+      (≤ 1 + 2β when every group is centred).
     """
     align_B = jnp.asarray(align_B, _F32)
     ones = jnp.ones(align_B.shape, bool)
@@ -212,8 +225,8 @@ def gar_rewards(
     group_B = jnp.asarray(group_B, jnp.int32)
     n_G = jax.ops.segment_sum(counted.astype(_F32), group_B, num_groups)
     sum_G = jax.ops.segment_sum(jnp.where(counted, align_B, 0.0), group_B, num_groups)
-    mean_B = (sum_G / jnp.maximum(n_G, 1.0))[group_B]
-    bonus = jnp.where(counted, jnp.maximum(align_B - mean_B, 0.0), 0.0)
+    mean_G = jnp.where(n_G >= min_group, sum_G / jnp.maximum(n_G, 1.0), 0.0)
+    bonus = jnp.where(counted, jnp.maximum(align_B - mean_G[group_B], 0.0), 0.0)
     return jnp.where(passed, 1.0 + beta * bonus, 0.0)
 
 

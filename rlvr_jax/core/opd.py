@@ -144,7 +144,7 @@ def teacher_modulated_advantages(
 
     The teacher-to-student probability ratio rescales the RL advantage; f > 0
     (a > 0), so the verifier's sign is kept. f and its clip range are ours
-    (METHODS.md): default [a, b] = [0.5, 2].
+    (docs/methods.md): default [a, b] = [0.5, 2].
 
     Args:
       adv_BxT: [B, T] RL token advantages.
@@ -166,7 +166,7 @@ def opd_plateaued(scores: Sequence[float], *, delta: float = 0.0, patience: int 
     """Whether the OPD stage should hand over to RL: the validation score plateaued.
 
     Sequential-beats-Joint switches when the OPD validation score stops rising;
-    the rule is ours (METHODS.md): no score in the last `patience` evaluations
+    the rule is ours (docs/methods.md): no score in the last `patience` evaluations
     beats the best before them by more than `delta`. Host-side: the pipeline
     stage calls it after each OPD evaluation.
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rlvr_jax.tasks.base import SPLITS, Task
+from rlvr_jax.tasks.jsonl import BadLine, number_text, parse_line
 
 RECORD_FIELDS = ("index", "id", "prompt", "answer", "solution", "metadata")
 ON_ERROR = ("raise", "skip")
@@ -153,9 +154,10 @@ class JsonlSource:
 
         Args:
           paths: a jsonl file or a sequence of them (records are concatenated).
-          prompt_field: key of the prompt text in each object (required, a string).
-          answer_field: key of the reference answer (required; a string or a
-            number, which is converted with str()).
+          prompt_field: key of the prompt text in each object (required, a
+            non-empty string).
+          answer_field: key of the reference answer (required; a non-empty string
+            or a finite number, which is converted with str(); NaN is malformed).
           id_field: key of a record id (required when given); None makes ids
             "<file name>:<line>".
           solution_field: key of a reference solution (required when given);
@@ -166,7 +168,9 @@ class JsonlSource:
 
         Raises:
           ValueError: a malformed record (message names the file and the
-            1-based line), no records at all, or an unknown on_error.
+            1-based line): not a JSON object (including lines json cannot parse:
+            nested too deeply, integers past Python's digit limit), a missing,
+            empty or non-finite field; no records at all; an unknown on_error.
         """
         if on_error not in ON_ERROR:
             raise ValueError(f"unknown on_error {on_error!r}; valid: {ON_ERROR}")
@@ -219,11 +223,9 @@ class JsonlSource:
 
     def _parse(self, raw: bytes, path: str, lineno: int) -> dict[str, Any]:
         try:
-            obj = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as err:
-            raise _MalformedRecord(f"not UTF-8 ({err.reason})") from err
-        except json.JSONDecodeError as err:
-            raise _MalformedRecord(f"invalid JSON ({err.msg}, column {err.colno})") from err
+            obj = parse_line(raw)
+        except BadLine as err:
+            raise _MalformedRecord(str(err)) from err
         if not isinstance(obj, dict):
             raise _MalformedRecord(f"expected a JSON object, got {type(obj).__name__}")
         record = {
@@ -237,7 +239,7 @@ class JsonlSource:
         if self._fields["solution"] is None:
             record["solution"] = ""
         else:
-            record["solution"] = _text(obj, self._fields["solution"], numbers=False)
+            record["solution"] = _text(obj, self._fields["solution"], numbers=False, empty=True)
         mapped = {name for name in self._fields.values() if name is not None}
         record["metadata"] = metadata_json({k: v for k, v in obj.items() if k not in mapped})
         return record
@@ -264,15 +266,20 @@ class _MalformedRecord(Exception):
     """A record-level problem; the reader adds the file and line."""
 
 
-def _text(obj: dict[str, Any], field: str, *, numbers: bool) -> str:
-    """`obj[field]` as a string; numbers are accepted (and converted) only where asked."""
+def _text(obj: dict[str, Any], field: str, *, numbers: bool, empty: bool = False) -> str:
+    """`obj[field]` as a string (non-empty unless `empty`); finite numbers only where asked."""
     if field not in obj:
         raise _MalformedRecord(f"missing field {field!r} (has {sorted(obj)})")
     value = obj[field]
     if isinstance(value, str):
+        if not (empty or value.strip()):
+            raise _MalformedRecord(f"field {field!r} is empty")
         return value
     # bool is an int subclass, but "True" is never a meaningful answer or id.
     if numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
+        try:
+            return number_text(value, field)
+        except BadLine as err:
+            raise _MalformedRecord(str(err)) from err
     kind = "a string or a number" if numbers else "a string"
     raise _MalformedRecord(f"field {field!r} must be {kind}, got {type(value).__name__}")

@@ -21,6 +21,9 @@ _FAMILIES = {
     "llama": {"qk_norm": False},
 }
 
+ATTENTION_IMPLS = ("xla", "blockwise", "pallas")
+REMAT_POLICIES = ("none", "block", "dots")
+
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
@@ -50,6 +53,18 @@ class ModelConfig:
       param_dtype: storage dtype of parameters ("float32" / "bfloat16").
       dtype: compute dtype of activations and matmuls.
       bos_token_id / eos_token_id / pad_token_id: from the checkpoint, if any.
+
+    Execution options (how the same function is computed; not in checkpoints):
+      attention: "xla" (dense scores, fastest at short lengths), "blockwise"
+        (online softmax in blocks, O(T·block) memory, own backward) or "pallas"
+        (TPU splash attention for full passes, blockwise elsewhere); see
+        models/attention.py.
+      attention_block: block length of the blockwise kernel.
+      scan_layers: run the blocks of a full pass (no KV cache) as one
+        `lax.scan` over their stacked params: one compiled block, whatever L.
+      remat: rematerialisation of each block in the backward pass: "none"
+        (keep every activation), "block" (keep only each block's input) or
+        "dots" (keep matmul outputs, recompute the rest).
     """
 
     model_type: str
@@ -73,6 +88,10 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_id: int | tuple[int, ...] | None = None
     pad_token_id: int | None = None
+    attention: str = "xla"
+    attention_block: int = 512
+    scan_layers: bool = False
+    remat: str = "none"
 
     def __post_init__(self):
         if self.model_type not in _FAMILIES:
@@ -82,6 +101,12 @@ class ModelConfig:
         for name in ("param_dtype", "dtype"):
             if getattr(self, name) not in _DTYPES:
                 raise ValueError(f"{name}={getattr(self, name)!r}; choose one of {sorted(_DTYPES)}")
+        if self.attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention={self.attention!r}; choose one of {ATTENTION_IMPLS}")
+        if self.remat not in REMAT_POLICIES:
+            raise ValueError(f"remat={self.remat!r}; choose one of {REMAT_POLICIES}")
+        if self.attention_block < 1:
+            raise ValueError(f"attention_block={self.attention_block} must be >= 1")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_heads={self.num_heads} is not a multiple of num_kv_heads={self.num_kv_heads}"

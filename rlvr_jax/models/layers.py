@@ -7,15 +7,16 @@ F MLP width, R LoRA rank.
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from rlvr_jax import sharding
+from rlvr_jax.models.attention import attention
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.sharding import constrain
-
-# Finite "minus infinity": fully masked rows (left padding) stay NaN-free.
-_MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
 
 
 class RMSNorm(nnx.Module):
@@ -76,6 +77,35 @@ class Linear(nnx.Module):
         return y
 
 
+def _tensor_parallel() -> bool:
+    active = sharding.active()
+    return active is not None and active[0].shape["tensor"] > 1
+
+
+def fused_linear(x, linears):
+    """The outputs of several bias-sharing-free `Linear`s of one input, from one matmul.
+
+    Their kernels are concatenated along the output dim (and biases, if any), so
+    one [in, sum(out)] matmul replaces several narrow ones; LoRA is not handled.
+    Under tensor parallelism (kernels split on the output dim) they run apart.
+
+    Args:
+      x: [..., in] input.
+      linears: Linear modules with the same input width and no LoRA adapters.
+    Returns:
+      A tuple of outputs, one per module, as `linear(x)` would give.
+    """
+    if _tensor_parallel():  # kernels split on their output dim: concatenating would reshard
+        return tuple(m(x) for m in linears)
+    dtype = linears[0].dtype
+    kernel = jnp.concatenate([m.kernel[...].astype(dtype) for m in linears], axis=1)
+    y = jnp.dot(x.astype(dtype), kernel)
+    if linears[0].bias is not None:
+        y = y + jnp.concatenate([m.bias[...].astype(dtype) for m in linears])
+    sizes = [m.kernel.shape[1] for m in linears]
+    return tuple(jnp.split(y, list(itertools.accumulate(sizes[:-1])), axis=-1))
+
+
 def rope_cos_sin(positions_BxT, inv_freq_H2):
     """cos/sin tables [B, T, H/2] in float32 for integer positions."""
     angles = positions_BxT.astype(jnp.float32)[..., None] * inv_freq_H2
@@ -107,25 +137,28 @@ class Attention(nnx.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = c.num_heads, c.num_kv_heads, c.head_dim
         self.dtype = c.jnp_dtype
 
-    def __call__(self, x_BxTxD, cos, sin, mask_BxTxS, kv_cache=None, cache_index=None):
-        """Attends the T new positions to S keys.
+    def __call__(
+        self, x_BxTxD, cos, sin, kv_valid_BxS, q_offset=0, kv_cache=None, *, impl="xla", block=512
+    ):
+        """Attends the T new positions to S keys (see models/attention.py for the mask rule).
 
         Args:
           x_BxTxD: layer input.
           cos, sin: RoPE tables [B, T, H/2] for the new positions.
-          mask_BxTxS: True where query t may attend key s.
+          kv_valid_BxS: True at key slots holding a real token (with a cache: after
+            the new tokens are written).
+          q_offset: int32 scalar, the slot of the first new position (the cache index).
           kv_cache: None (keys are the T new positions, S == T) or a (k, v)
             pair of [B, K, H, S] / [B, K, S, H] buffers; the new keys are written at
-            `cache_index` and attention runs over the whole buffer.
-          cache_index: int32 scalar, first cache slot of the new positions.
+            `q_offset` and attention runs over the buffer's visible slots.
+          impl, block: the attention kernel (models.attention.IMPLS) and its block.
         Returns:
           (y_BxTxD, new (k, v) or None).
         """
         b, t, _ = x_BxTxD.shape
         n, k, h = self.num_heads, self.num_kv_heads, self.head_dim
-        q = self.q_proj(x_BxTxD).reshape(b, t, n, h)
-        key = self.k_proj(x_BxTxD).reshape(b, t, k, h)
-        val = self.v_proj(x_BxTxD).reshape(b, t, k, h)
+        q, key, val = self._project_qkv(x_BxTxD)
+        q, key, val = q.reshape(b, t, n, h), key.reshape(b, t, k, h), val.reshape(b, t, k, h)
         # Pins heads to the tensor axis under a mesh (no-op otherwise; see rlvr_jax.sharding).
         q = constrain(q, ("batch", "length", "heads", "head_dim"))
         key = constrain(key, ("batch", "length", "kv_heads", "head_dim"))
@@ -136,30 +169,29 @@ class Attention(nnx.Module):
         # Keys are kept as [B, K, H, S] and values as [B, K, S, H]: both attention
         # products are then plain batched matmuls with the contraction on the
         # fast axis, several times faster on CPU than the [B, S, K, H] layout.
-        k_BxKxHxT = jnp.transpose(key, (0, 2, 3, 1))
-        v_BxKxTxH = jnp.transpose(val, (0, 2, 1, 3))
+        k_BxKxHxS = jnp.transpose(key, (0, 2, 3, 1))
+        v_BxKxSxH = jnp.transpose(val, (0, 2, 1, 3))
         new_cache = None
         if kv_cache is not None:
             k_buf, v_buf = kv_cache
-            k_buf = jax.lax.dynamic_update_slice(
-                k_buf, k_BxKxHxT.astype(k_buf.dtype), (0, 0, 0, cache_index)
+            k_BxKxHxS = jax.lax.dynamic_update_slice(
+                k_buf, k_BxKxHxS.astype(k_buf.dtype), (0, 0, 0, q_offset)
             )
-            v_buf = jax.lax.dynamic_update_slice(
-                v_buf, v_BxKxTxH.astype(v_buf.dtype), (0, 0, cache_index, 0)
+            v_BxKxSxH = jax.lax.dynamic_update_slice(
+                v_buf, v_BxKxSxH.astype(v_buf.dtype), (0, 0, q_offset, 0)
             )
-            k_BxKxHxT, v_BxKxTxH, new_cache = k_buf, v_buf, (k_buf, v_buf)
-        g = n // k
-        # Rows of each kv head's score matrix: its G query heads at every new position.
-        q_BxKxMxH = jnp.transpose(q.reshape(b, t, k, g, h), (0, 2, 1, 3, 4)).reshape(b, k, t * g, h)
-        scores = jnp.matmul(
-            q_BxKxMxH, k_BxKxHxT.astype(self.dtype), preferred_element_type=jnp.float32
-        ) * (h**-0.5)
-        scores = scores.reshape(b, k, t, g, -1)
-        scores = jnp.where(mask_BxTxS[:, None, :, None, :], scores, _MASK_VALUE)
-        probs = jax.nn.softmax(scores, axis=-1).astype(self.dtype).reshape(b, k, t * g, -1)
-        out_BxKxMxH = jnp.matmul(probs, v_BxKxTxH.astype(self.dtype))
-        out = jnp.transpose(out_BxKxMxH.reshape(b, k, t, g, h), (0, 2, 1, 3, 4))
+            new_cache = (k_BxKxHxS, v_BxKxSxH)
+        out = attention(
+            q, k_BxKxHxS, v_BxKxSxH, kv_valid_BxS, q_offset, impl=impl, block=block
+        ).astype(self.dtype)
         return self.o_proj(out.reshape(b, t, n * h)), new_cache
+
+    def _project_qkv(self, x_BxTxD):
+        """q [B, T, N·H], k and v [B, T, K·H]: one fused matmul when no projection has LoRA."""
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        if any(p.lora is not None for p in projs):
+            return tuple(p(x_BxTxD) for p in projs)
+        return fused_linear(x_BxTxD, projs)
 
 
 class MLP(nnx.Module):
@@ -173,5 +205,10 @@ class MLP(nnx.Module):
         self.down_proj = Linear(c.intermediate_size, c.hidden_size, **kw)
 
     def __call__(self, x_BxTxD):
-        h_BxTxF = jax.nn.silu(self.gate_proj(x_BxTxD)) * self.up_proj(x_BxTxD)
+        projs = (self.gate_proj, self.up_proj)
+        if any(p.lora is not None for p in projs):
+            gate, up = (p(x_BxTxD) for p in projs)
+        else:
+            gate, up = fused_linear(x_BxTxD, projs)
+        h_BxTxF = jax.nn.silu(gate) * up
         return self.down_proj(constrain(h_BxTxF, ("batch", "length", "mlp")))

@@ -87,12 +87,19 @@ class Block(nnx.Module):
         self.post_attention_layernorm = RMSNorm(config.hidden_size, **kw)
         self.mlp = MLP(config, rngs=rngs)
 
-    def __call__(self, x, cos, sin, mask, kv_cache=None, cache_index=None):
+    def __call__(self, x, cos, sin, kv_valid_BxS, q_offset=0, kv_cache=None, *, impl, block):
         attn, kv_cache = self.self_attn(
-            self.input_layernorm(x), cos, sin, mask, kv_cache, cache_index
-        )
+            self.input_layernorm(x), cos, sin, kv_valid_BxS, q_offset, kv_cache,
+            impl=impl, block=block,
+        )  # fmt: skip
         x = x + attn
         return x + self.mlp(self.post_attention_layernorm(x)), kv_cache
+
+
+_REMAT = {
+    "block": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 
 
 class Transformer(nnx.Module):
@@ -175,34 +182,32 @@ class Transformer(nnx.Module):
         cos, sin = rope_cos_sin(positions_BxT, jnp.asarray(rope_inv_freq(c)))
 
         if cache is None:
-            causal_TxT = jnp.tril(jnp.ones((t, t), bool))
-            attn_mask = causal_TxT[None] & mask_BxT[:, None, :]
+            valid_BxS, q_offset = mask_BxT, 0
         else:
             if t > cache.length:
                 raise ValueError(f"{t} new tokens do not fit a KV cache of length {cache.length}")
             valid_BxS = jax.lax.dynamic_update_slice(cache.valid_BxS, mask_BxT, (0, cache.index))
-            slot_S = jnp.arange(cache.length)
-            query_slot_T = cache.index + jnp.arange(t)
-            causal_TxS = slot_S[None, :] <= query_slot_T[:, None]
-            attn_mask = causal_TxS[None] & valid_BxS[:, None, :]
+            q_offset = cache.index
 
         # The lookup reads whole rows: gather the table's embed dim (FSDP) before it, or
         # GSPMD cannot move the gathered rows onto the batch layout efficiently.
         table_VxD = constrain(self.embed_tokens[...], ("vocab", None))
         x = constrain(jnp.take(table_VxD, input_ids_BxT, axis=0).astype(c.jnp_dtype), _ACT)
-        new_k, new_v = [], []
-        pert_layer = None
-        if perturbation is not None:
-            pert_layer = perturbation.layer % c.num_layers
-        for i, block in enumerate(self.layers):
-            kv = None if cache is None else (cache.k[i], cache.v[i])
-            x, kv = block(x, cos, sin, attn_mask, kv, None if cache is None else cache.index)
-            x = constrain(x, _ACT)
-            if cache is not None:
-                new_k.append(kv[0])
-                new_v.append(kv[1])
-            if i == pert_layer:
-                x = _perturb(x, perturbation)
+        kw = dict(impl=c.attention, block=c.attention_block)
+        if cache is None and perturbation is None and c.scan_layers and _stackable(self.layers):
+            x = _scan_blocks(self.layers, x, cos, sin, valid_BxS, c.remat, kw)
+        else:
+            new_k, new_v = [], []
+            pert_layer = None if perturbation is None else perturbation.layer % c.num_layers
+            for i, block in enumerate(self.layers):
+                kv = None if cache is None else (cache.k[i], cache.v[i])
+                x, kv = _call_block(block, c.remat, kw, x, cos, sin, valid_BxS, q_offset, kv)
+                x = constrain(x, _ACT)
+                if cache is not None:
+                    new_k.append(kv[0])
+                    new_v.append(kv[1])
+                if i == pert_layer:
+                    x = _perturb(x, perturbation)
         hidden = self.norm(x)
 
         out_logits = None
@@ -224,12 +229,68 @@ class Transformer(nnx.Module):
         return ModelOutput(out_logits, hidden if return_hidden else None, new_cache)
 
 
+def _call_block(block, remat, kw, x, cos, sin, valid_BxS, q_offset, kv):
+    """One block; a full pass (no cache) is rematerialised per `remat` (ModelConfig.remat)."""
+    if remat == "none" or kv is not None:
+        return block(x, cos, sin, valid_BxS, q_offset, kv, **kw)
+    graphdef, state = nnx.split(block)
+
+    def run(state, x, cos, sin, valid_BxS):
+        return nnx.merge(graphdef, state)(x, cos, sin, valid_BxS, 0, None, **kw)
+
+    return jax.checkpoint(run, policy=_REMAT[remat])(state, x, cos, sin, valid_BxS)
+
+
+def _stackable(blocks) -> bool:
+    """Every block has one structure (no LoRA on some layers only): their params stack."""
+    first = nnx.graphdef(blocks[0])
+    return all(nnx.graphdef(b) == first for b in blocks[1:])
+
+
+def _scan_blocks(blocks, x, cos, sin, valid_BxS, remat, kw):
+    """The blocks of a full pass as one `lax.scan` over their params, stacked here.
+
+    The model keeps one module per layer (checkpoints, LoRA and sharding rules
+    see the same tree); the stack is a copy of the block params made inside the
+    traced program, so XLA compiles one block instead of L.
+    """
+    graphdef = nnx.graphdef(blocks[0])
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *(nnx.state(b) for b in blocks))
+
+    def body(x, state):
+        y, _ = nnx.merge(graphdef, state)(x, cos, sin, valid_BxS, 0, None, **kw)
+        return constrain(y, _ACT), None
+
+    if remat != "none":
+        body = jax.checkpoint(body, policy=_REMAT[remat])
+    return jax.lax.scan(body, x, stacked)[0]
+
+
 def _perturb(x_BxTxD, perturbation: HiddenPerturbation):
     noise = perturbation.noise_BxTxD.astype(jnp.float32)
     if perturbation.relative_to_rms:
         x32 = x_BxTxD.astype(jnp.float32)
         noise = noise * jnp.sqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True))
     return (x_BxTxD.astype(jnp.float32) + noise).astype(x_BxTxD.dtype)
+
+
+def with_execution(model: Transformer, **options) -> Transformer:
+    """`model`'s params (the same arrays, not copied) under other execution options.
+
+    Args:
+      model: a Transformer.
+      **options: attention, attention_block, scan_layers and/or remat (see
+        ModelConfig); options that change param dtypes are not accepted here.
+    Returns:
+      A Transformer computing the same function another way.
+    """
+    allowed = ("attention", "attention_block", "scan_layers", "remat")
+    bad = sorted(set(options) - set(allowed))
+    if bad:
+        raise ValueError(f"not execution options: {bad}; valid: {allowed}")
+    out = nnx.merge(*nnx.split(model))
+    out.config = model.config.replace(**options)
+    return out
 
 
 def init_model(config: ModelConfig, seed: int = 0) -> Transformer:

@@ -188,6 +188,13 @@ def default_config() -> ml_collections.ConfigDict:
     c.checkpoint.keep = 2  # keep the last K checkpoints
     c.checkpoint.export_final = True  # also write the final policy in HF format to workdir/export
 
+    # Divergence guard (rlvr_jax.run.guard), checked after every optimizer update: a
+    # non-finite parameter or gradient norm, or one past these bounds, stops the run
+    # before anything is saved (0 = no bound; non-finite values always stop it).
+    c.guard = ml_collections.ConfigDict()
+    c.guard.max_grad_norm = 1e6  # on the global gradient norm before clipping
+    c.guard.max_param_abs = 1e4  # on the largest |parameter| of the policy
+
     c.log = ml_collections.ConfigDict()
     c.log.tensorboard = True
     c.log.progress_every_s = 1.0  # non-TTY consoles: at most one progress line per this many s
@@ -241,6 +248,31 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
     return c
 
 
+def split_arm(variant: str, arms) -> tuple[str, str]:
+    """Splits an experiment's `file.py:variant` into (arm, base variant).
+
+    An experiment with several arms of one comparison (e.g. CPO's correct-only /
+    wrong-only / balanced) names them; its variant is an arm, a base variant of
+    `apply_variant`, or both, comma-separated ("wrong_only,pulse").
+
+    Args:
+      variant: the variant string.
+      arms: the experiment's arm names (the first is the default arm).
+    Returns:
+      (arm, base variant for `apply_variant`).
+    """
+    arms = list(arms)
+    parts = [p.strip() for p in variant.split(",") if p.strip()]
+    chosen = [p for p in parts if p in arms]
+    base = [p for p in parts if p not in arms]
+    if len(chosen) > 1 or len(base) > 1:
+        raise ValueError(
+            f"variant {variant!r}: at most one arm ({', '.join(arms)}) and one base "
+            f"variant ({', '.join(VARIANTS)})"
+        )
+    return (chosen or arms[:1])[0], (base or [""])[0]
+
+
 # The privileged view of the self-teacher: the policy shown the reference solution.
 SOLUTION_VIEW = "{prompt}\nReference solution:\n{solution}"
 
@@ -283,6 +315,8 @@ def validate(c: ml_collections.ConfigDict) -> None:
         if value < minimum:
             raise ValueError(f"config.{field} = {value!r}; must be >= {minimum}")
 
+    _check_finite(c.to_dict())
+
     choice("model.source", c.model.source, MODEL_SOURCES)
     choice("model.param_dtype", c.model.param_dtype, MODEL_DTYPES)
     choice("model.dtype", c.model.dtype, MODEL_DTYPES)
@@ -317,6 +351,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
     choice("loss.aggregation", c.loss.aggregation, AGGREGATION_MODES)
     choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
     choice("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
+    _check_ranges(c)
     from rlvr_jax import sharding
 
     choice("mesh.rules", c.mesh.rules, sorted(sharding.RULES))
@@ -403,3 +438,69 @@ def validate(c: ml_collections.ConfigDict) -> None:
             )
         if not c.critic.sigma_ratio > 0:
             raise ValueError(f"config.critic.sigma_ratio = {c.critic.sigma_ratio}; must be > 0")
+
+
+# Estimators whose baseline is the group's other rollouts: one rollout per group gives
+# every row a zero advantage (reinforce_pp only with baseline "group").
+GROUP_RELATIVE = ("grpo", "dr_grpo", "rloo")
+
+
+def _check_finite(tree, prefix: str = "") -> None:
+    """ValueError naming the first float field that is NaN or infinite."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            _check_finite(value, f"{prefix}{key}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"config.{prefix}{key} = {value!r}; must be a finite number")
+
+
+def _check_ranges(c: ml_collections.ConfigDict) -> None:
+    """Range checks of numeric fields; ValueError naming the field and its allowed range."""
+
+    def bad(field, allowed):
+        value = c
+        for part in field.split("."):
+            value = value[part]
+        raise ValueError(f"config.{field} = {value!r}; must be {allowed}")
+
+    at_least = {
+        1: ("checkpoint.every", "checkpoint.keep", "eval.n_samples", "eval.num_problems",
+            "task.train_size"),
+        0: ("train.micro_batch_size", "eval.every", "optimizer.warmup_steps", "rollout.top_k",
+            "eval.temperature", "rollout.temperature", "optimizer.weight_decay",
+            "optimizer.clip_norm", "loss.kl_coef", "loss.kl_reward_coef", "loss.tis_cap",
+            "loss.constant", "loss.kl_clamp", "log.progress_every_s", "guard.max_grad_norm",
+            "guard.max_param_abs"),
+    }  # fmt: skip
+    for minimum, fields in at_least.items():
+        for field in fields:
+            section, key = field.split(".")
+            if c[section][key] < minimum:
+                bad(field, f">= {minimum}")
+    for field in ("optimizer.lr",) + (("critic.lr",) if c.critic.enabled else ()):
+        section, key = field.split(".")
+        if not c[section][key] > 0:
+            bad(field, "> 0")
+    for field in ("optimizer.b1", "optimizer.b2"):
+        if not 0 <= c.optimizer[field.split(".")[1]] < 1:
+            bad(field, "in [0, 1)")
+    if not 0 <= c.optimizer.end_lr_fraction <= 1:
+        bad("optimizer.end_lr_fraction", "in [0, 1]")
+    if not 0 < c.rollout.top_p <= 1:
+        bad("rollout.top_p", "in (0, 1]")
+    loss = c.loss[c.loss.name]
+    if "eps_low" in loss and not 0 <= loss.eps_low < 1:
+        bad(f"loss.{c.loss.name}.eps_low", "in [0, 1) (the ratio is clipped at 1 - eps_low)")
+    if "eps_high" in loss and not loss.eps_high >= 0:
+        bad(f"loss.{c.loss.name}.eps_high", ">= 0")
+    if "dual_clip" in loss and loss.dual_clip and not loss.dual_clip > 1:
+        bad(f"loss.{c.loss.name}.dual_clip", "0 (off) or > 1")
+    relative = c.credit.name in GROUP_RELATIVE or (
+        c.credit.name == "reinforce_pp" and c.credit.reinforce_pp.baseline == "group"
+    )
+    if relative and c.data.group_size < 2:
+        bad(
+            "data.group_size",
+            f">= 2 for the group-relative estimator config.credit.name = {c.credit.name!r} "
+            "(one rollout per group gives every row a zero advantage)",
+        )

@@ -28,6 +28,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 
 from rlvr_jax.rl.registry import Registry
@@ -186,12 +187,13 @@ def map_row_chunks(fn, fixed: tuple, arrays: tuple, *, chunk: int) -> np.ndarray
       arrays: arrays with the same leading (row) dimension R.
       chunk: rows per call.
     Returns:
-      NumPy array: the calls' results concatenated along rows, R rows.
+      NumPy array: the calls' results concatenated along rows, R rows (a tuple of
+      them when fn returns a tuple).
     """
     rows = len(arrays[0])
     outs = []
     for i in range(0, rows, chunk):
         idx = np.arange(i, i + chunk)
         idx = np.where(idx < rows, idx, 0)
-        outs.append(np.asarray(fn(*fixed, *(a[idx] for a in arrays))))
-    return np.concatenate(outs)[:rows]
+        outs.append(jax.tree.map(np.asarray, fn(*fixed, *(a[idx] for a in arrays))))
+    return jax.tree.map(lambda *xs: np.concatenate(xs)[:rows], *outs)

@@ -20,8 +20,9 @@
 Everything random derives from `config.seed` and the step number, and the
 prompt iterator's position is checkpointed with the train state, so a resumed
 run repeats an uninterrupted one exactly. SIGTERM saves a checkpoint and stops;
-a non-finite loss stops the run before anything is saved (the last checkpoint
-stays the last good one).
+a non-finite loss, and after every update a non-finite or exploded parameter or
+gradient norm (`run.guard`, bounds in `config.guard`), stop the run before
+anything is saved (the last checkpoint stays the last good one).
 
 Multi-process runs (one process per host, `rlvr_jax.distributed`; our design):
 every process reads its own shard of the prompts, `data.prompts_per_step / P`
@@ -52,6 +53,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,10 +127,12 @@ def _check_processes(c: ml_collections.ConfigDict, mesh, scheduled_select: bool)
 class Trainer:
     """One RL run: the models, the jitted programs and the host state between steps."""
 
-    def __init__(self, config: ml_collections.ConfigDict, workdir: str | Path):
+    def __init__(
+        self, config: ml_collections.ConfigDict, workdir: str | Path, allow_config_change=()
+    ):
         validate(config)
         self.c = c = config
-        self.io = RunIO(workdir, config)
+        self.io = RunIO(workdir, config, allow_config_change=allow_config_change)
         # Every model, state and jitted program below lives on this mesh (config.mesh).
         self.mesh, self.rules = build.build_mesh(c), c.mesh.rules
         _check_processes(c, self.mesh, c.select.name in scheduled.SCHEDULED)
@@ -339,7 +343,10 @@ class Trainer:
                 # Global micro-batch i: every process's micro-batch i, concatenated.
                 mb = distributed.host_local_to_global(mb, self.mesh, mb_sharding)
                 self.state, metrics = update(self.state, self.rest, self.critic_rest, mb)
-                for key, v in jax.device_get(metrics).items():
+                metrics = jax.device_get(metrics)
+                # Before anything of this step can be saved: parameters and grad norm sane.
+                self.io.check_update(self.state, metrics, step + 1, n_updates)
+                for key, v in metrics.items():
                     totals[key] = totals.get(key, 0.0) + float(v)
                 n_updates += 1
         out = {k: v / n_updates for k, v in totals.items() if not k.startswith("sum/")}
@@ -376,17 +383,30 @@ class Trainer:
         return out
 
     # --------------------------------------------------------------------- run
-    def run(self) -> dict[str, Any]:
-        """Trains to `train.steps` (resuming from the workdir) and returns the final eval."""
+    def run(self, stop_rule: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """Trains to `train.steps` (resuming from the workdir) and returns the final eval.
+
+        Args:
+          stop_rule: optional `stop_rule() -> bool` (e.g. a validation plateau that
+            ends a pipeline stage), asked once the run has started or resumed and
+            after each evaluation; it reads what it needs itself (the run's
+            metrics.jsonl, whose evaluations up to now it then holds). True ends
+            training at that step as if it were `train.steps`: a checkpoint, the
+            final evaluation and the export follow. Single-process runs only.
+        """
         c = self.c
+        if stop_rule is not None and self.processes > 1:
+            raise NotImplementedError("Trainer.run(stop_rule=...) is single-process only")
         self.state, start = self.io.restore(self.state, self.prompts)
         if self.sched is not None and start:
             self.sched.state = self.io.restore_scheduler(start, self.sched.state)
         if start == 0 and c.eval.at_start:
             self.io.log_eval(0, self.evaluate())
         step = start
+        ended = stop_rule is not None and stop_rule()
+        last_eval = (-1, {})
         with self.io.preemption() as guard:
-            while step < c.train.steps:
+            while step < c.train.steps and not ended:
                 t0 = time.perf_counter()
                 self._sync_model()
                 key = jax.random.fold_in(self.state.rng, step)
@@ -423,23 +443,28 @@ class Trainer:
                 )
                 if "loss" in stats and not np.isfinite(stats["loss"]):
                     raise FloatingPointError(
-                        f"loss is {stats['loss']} at step {step}; stopping. The last good "
-                        f"checkpoint (step {self.io.latest_step()}) is intact"
+                        f"loss is {stats['loss']} at step {step}; stopping. "
+                        + self.io.resume_hint()
                     )
                 self.io.log_train(step, c.train.steps, stats)
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
-                    self.io.log_eval(step, self.evaluate())
+                    last_eval = (step, self.evaluate())
+                    self.io.log_eval(*last_eval)
+                    ended = stop_rule is not None and stop_rule()
                 # A preemption signal may reach only some hosts: all stop at the same step.
                 stop = distributed.agree(guard.requested)
-                if step % c.checkpoint.every == 0 or step == c.train.steps or stop:
+                if step % c.checkpoint.every == 0 or step == c.train.steps or stop or ended:
                     sched_state = None if self.sched is None else self.sched.state
                     self.io.save(step, self.state, self.prompts, stats, sched_state)
                 if stop:
                     by = guard.signal_name or "another process's signal"
                     log.warning("%s received: checkpoint saved at step %d", by, step)
                     return {"preempted": True, "step": step}
-        final = self.evaluate()
-        self.io.log_eval(step, final)
+        if ended and last_eval[0] == step:
+            final = last_eval[1]  # the rule ended the run right after this evaluation
+        else:
+            final = self.evaluate()
+            self.io.log_eval(step, final)
         self.io.finish(self.model if c.checkpoint.export_final else None, self.tokenizer)
         return final
 
@@ -497,9 +522,15 @@ def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
     }
 
 
-def train(config: ml_collections.ConfigDict, workdir: str | Path) -> dict[str, Any]:
-    """Runs (or resumes) the RL experiment of `config` in `workdir`; returns the final eval."""
-    trainer = Trainer(config, workdir)
+def train(
+    config: ml_collections.ConfigDict, workdir: str | Path, allow_config_change=()
+) -> dict[str, Any]:
+    """Runs (or resumes) the RL experiment of `config` in `workdir`; returns the final eval.
+
+    `allow_config_change` names config fields a resume may change (`run_io.RunIO`);
+    a run stopped by SIGTERM returns {"preempted": True, "step": ...}.
+    """
+    trainer = Trainer(config, workdir, allow_config_change)
     try:
         return trainer.run()
     finally:

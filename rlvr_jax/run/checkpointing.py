@@ -44,6 +44,10 @@ import orbax.checkpoint as ocp
 from etils import epath
 
 
+class CheckpointMismatch(ValueError):
+    """A checkpoint holds another train state (other leaves or shapes) than the one given."""
+
+
 class RunCheckpointer:
     """Orbax checkpoints of one run in <workdir>/checkpoints.
 
@@ -157,8 +161,9 @@ class RunCheckpointer:
           the saved meta dict.
         Raises:
           FileNotFoundError: no complete checkpoint in the directory, or no such step.
-          ValueError: the saved state's structure or shapes differ from
-            `abstract_state` (the message names the first differing key path).
+          CheckpointMismatch (a ValueError): the saved state's structure or shapes
+            differ from `abstract_state` (the message names the first differing
+            key path).
         """
         self._manager.wait_until_finished()
         steps = self.all_steps()
@@ -182,6 +187,10 @@ class RunCheckpointer:
             ),
         )
         return restored["state"], restored["data"], restored["meta"] or {}
+
+    def reload(self) -> None:
+        """Re-reads the step list from disk (after a step directory was moved away)."""
+        self._manager.reload()
 
     def wait(self) -> None:
         """Blocks until background (async) saves have finished."""
@@ -303,7 +312,7 @@ def _flat_paths(tree: Any) -> dict[tuple[str, ...], Any]:
 
 
 def _check_structure(saved_tree: Any, target: Any, where: str) -> None:
-    """Raises ValueError naming the first key path where the trees' leaves or shapes differ."""
+    """Raises CheckpointMismatch naming the first key path where leaves or shapes differ."""
     saved = _flat_paths(saved_tree)
     wanted = _flat_paths(target)
     for path, leaf in wanted.items():
@@ -311,19 +320,19 @@ def _check_structure(saved_tree: Any, target: Any, where: str) -> None:
         if path not in saved:
             extra = sorted(set(saved) - set(wanted))
             hint = f"; the checkpoint has instead e.g. {'/'.join(extra[0])}" if extra else ""
-            raise ValueError(
+            raise CheckpointMismatch(
                 f"checkpoint {where} does not match the train state: no saved value for "
                 f"{name}{hint}"
             )
         saved_shape, shape = getattr(saved[path], "shape", None), getattr(leaf, "shape", None)
         if saved_shape is not None and shape is not None and tuple(saved_shape) != tuple(shape):
-            raise ValueError(
+            raise CheckpointMismatch(
                 f"checkpoint {where} does not match the train state: {name} has shape "
                 f"{tuple(saved_shape)} in the checkpoint, {tuple(shape)} in the train state"
             )
     for path in saved:
         if path not in wanted:
-            raise ValueError(
+            raise CheckpointMismatch(
                 f"checkpoint {where} does not match the train state: the checkpoint has "
                 f"{'/'.join(path)}, which the train state lacks"
             )

@@ -112,6 +112,7 @@ class MetricsLogger:
         self._line_open = False  # a '\r' progress line without its newline yet
         self._last_len = 0
         self._first_step: tuple[int, float] | None = None  # (step, time) of the first call
+        self.num_records = 0  # complete records in the file (a checkpoint saves this count)
         if not enabled:
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -124,7 +125,7 @@ class MetricsLogger:
             self._writer = self._open_writer(purge_step=None)
 
     def _open_writer(self, purge_step: int | None):
-        import tensorboardX  # Lazy: optional at import time (DESIGN.md).
+        import tensorboardX  # Lazy: optional at import time (docs/design.md).
 
         return tensorboardX.SummaryWriter(
             logdir=str(self._tb_dir), purge_step=purge_step, flush_secs=10
@@ -165,6 +166,7 @@ class MetricsLogger:
                 )
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
+        self.num_records += 1
 
     def progress(self, step: int, total_steps: int, metrics: Mapping[str, Any]) -> None:
         """Shows 'step 12/60 [20%] reward 0.41 ... 2.1 s/step eta 1m40s'.
@@ -216,33 +218,42 @@ class MetricsLogger:
             self.stream.write(line + "\n")
         self.stream.flush()
 
-    def truncate(self, after_step: int) -> None:
-        """Drops the records with step > `after_step` (logged after the restored checkpoint).
+    def truncate(self, after_step: int, keep_records: int | None = None) -> None:
+        """Drops what was logged after the restored checkpoint.
 
-        The JSONL is rewritten atomically (temporary file + rename); kept lines
-        are copied byte for byte. Tensorboard gets a purge marker so that it hides
-        the old events past `after_step`.
+        That is every record with step > `after_step` and, if `keep_records` is
+        given (the count the checkpoint saved), every record past the first
+        `keep_records`: e.g. the final evaluation, logged at the last checkpoint's
+        step after it was saved, which a rerun logs again. The JSONL is rewritten
+        atomically (temporary file + rename); kept lines are copied byte for byte.
+        Tensorboard gets a purge marker so that it hides the old events past
+        `after_step`.
 
         Args:
-          after_step: the step of the checkpoint the run resumes from.
+          after_step: the step of the checkpoint the run resumes from (-1: none,
+            drop everything).
+          keep_records: how many records the log held when that checkpoint was saved.
         """
         if not self.enabled:
             return
         self._file.close()
-        self._rewrite(max_step=after_step)
+        self._rewrite(max_step=after_step, max_records=keep_records)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         if self._writer is not None:
             self._writer.close()
             self._writer = self._open_writer(purge_step=after_step + 1)
 
-    def _rewrite(self, max_step: int | None) -> None:
-        """Atomically rewrites the JSONL with its complete records of step <= max_step."""
+    def _rewrite(self, max_step: int | None, max_records: int | None = None) -> None:
+        """Atomically rewrites the JSONL with its first `max_records` complete records of
+        step <= max_step."""
         from rlvr_jax.run.report import read_metrics_lines
 
-        lines = read_metrics_lines(self.path)
+        lines = read_metrics_lines(self.path) if self.path.is_file() else []
         kept = [line for line, rec in lines if max_step is None or rec["step"] <= max_step]
+        kept = kept[:max_records] if max_records is not None else kept
+        self.num_records = len(kept)
         data = "".join(line + "\n" for line in kept)
-        if data.encode("utf-8") == self.path.read_bytes():
+        if not self.path.is_file() or data.encode("utf-8") == self.path.read_bytes():
             return  # nothing to drop: leave the file alone
         tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
         with open(tmp, "w", encoding="utf-8") as f:

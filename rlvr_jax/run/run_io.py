@@ -1,6 +1,8 @@
 """What an RL run writes and reads in its workdir.
 
-  config.json       the full config (a rerun with other algorithm fields is refused)
+  run.lock          the live run's host, pid and start time (one run per workdir)
+  config.json       the full config (a rerun with other algorithm fields is refused,
+                    unless they are named in `allow_config_change`)
   metrics.jsonl     one line per train step and per evaluation (+ tensorboard/)
   checkpoints/      orbax: train state + metadata
   iterators/<step>/process_<i>-of-<n>.json   each process's prompt iterator position
@@ -9,8 +11,21 @@
   export/           the final policy in Hugging Face format (+ tokenizer)
   results.md, curves.png   the before/after table and the training curves
 
+  corrupt_checkpoints/<step>/  a checkpoint that no longer restores, set aside on resume
+
 Process 0 writes the files that orbax does not manage, except the iterator
 positions: every process writes its own (each host reads its own prompt shard).
+Process 0 also holds the workdir lock: a second run on the same workdir is refused
+at start, naming the holder; a lock left by a dead process is taken over.
+
+Resuming rewinds the whole record to the checkpoint: `metrics.jsonl` is cut to the
+records it held when the checkpoint was saved (none when there is no checkpoint
+yet), so after any crash and rerun it equals the uninterrupted run's log. If the
+newest checkpoint does not restore (a corrupted file), the newest one that does is
+used, with a warning, and the broken one is moved to `corrupt_checkpoints/`.
+
+A run stopped by SIGTERM saves a checkpoint and its process exits with
+EXIT_PREEMPTED (75, EX_TEMPFAIL), so a scheduler can requeue it.
 Paths are `etils.epath` paths, so a `gs://bucket/run` workdir stays a URL (pathlib
 would collapse its `//`).
 """
@@ -21,6 +36,7 @@ import dataclasses
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +44,22 @@ import ml_collections
 from etils import epath
 
 from rlvr_jax import distributed
-from rlvr_jax.run.checkpointing import PreemptionGuard, RunCheckpointer
+from rlvr_jax.locking import FileLock, HeldError
+from rlvr_jax.run.checkpointing import CheckpointMismatch, PreemptionGuard, RunCheckpointer
+from rlvr_jax.run.guard import DivergenceGuard, resume_hint
 from rlvr_jax.run.logger import MetricsLogger
 from rlvr_jax.scheduling import load_state, save_state
 
 log = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.json"
-# Fields a resumed run may change: how long it runs, where and what it writes, not what it
-# learns (checkpoints restore onto any mesh).
-RESUMABLE_PREFIXES = ("train.steps", "eval.", "checkpoint.", "log.", "mesh.")
+LOCK_FILE = "run.lock"
+# The exit status of a run stopped by SIGTERM after saving its checkpoint: sysexits.h's
+# EX_TEMPFAIL ("try again later"), distinct from success (0) and from errors (1).
+EXIT_PREEMPTED = 75
+# Fields a resumed run may change: how long it runs, where and what it writes, how it
+# guards against divergence, not what it learns (checkpoints restore onto any mesh).
+RESUMABLE_PREFIXES = ("train.steps", "eval.", "checkpoint.", "log.", "mesh.", "guard.")
 
 
 def as_path(path: str | os.PathLike) -> epath.Path:
@@ -75,6 +97,14 @@ class RunPaths:
     def export(self) -> epath.Path:
         return self.workdir / "export"
 
+    @property
+    def lock(self) -> epath.Path:
+        return self.workdir / LOCK_FILE
+
+    @property
+    def corrupt(self) -> epath.Path:
+        return self.workdir / "corrupt_checkpoints"
+
     def scheduler(self, step: int) -> epath.Path:
         return self.scheduler_dir / f"{step}.npz"
 
@@ -102,33 +132,108 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def check_resumable(saved: dict[str, Any], current: dict[str, Any], path: Path) -> None:
-    """ValueError listing the fields that differ between a workdir's config and this one."""
+def check_resumable(
+    saved: dict[str, Any], current: dict[str, Any], path: Path, allow: Sequence[str] = ()
+) -> list[str]:
+    """The fields that differ between a workdir's config and this one.
+
+    Args:
+      saved, current: the two configs as nested dicts.
+      path: the saved config's file (for the error).
+      allow: fields that may differ beyond RESUMABLE_PREFIXES: a field name
+        ("optimizer.lr") or a section ("optimizer"); each must exist in `current`.
+    Returns:
+      The differing field names (resumable or allowed ones), sorted.
+    Raises:
+      ValueError: a field differs that is neither resumable nor allowed (the
+        message lists them and the flag that would allow them), or `allow`
+        names a field the config does not have.
+    """
     a, b = _flat(saved), _flat(current)
-    diff = sorted(
-        k for k in set(a) | set(b) if a.get(k) != b.get(k) and not k.startswith(RESUMABLE_PREFIXES)
-    )
-    if diff:
-        shown = ", ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in diff[:8])
+    for name in allow:
+        if name not in b and not any(k.startswith(name + ".") for k in b):
+            raise ValueError(f"--allow_config_change names {name!r}, which is no config field")
+    prefixes = RESUMABLE_PREFIXES + tuple(f"{n}." for n in allow)
+    diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    refused = [k for k in diff if not (k in allow or k.startswith(prefixes))]
+    if refused:
+        shown = ", ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in refused[:8])
         raise ValueError(
             f"{path} holds a run with a different config ({shown}); use a new --workdir, "
-            f"or change only {', '.join(RESUMABLE_PREFIXES)}"
+            f"change only {', '.join(RESUMABLE_PREFIXES)}, or resume from its last "
+            f"checkpoint with the change: --allow_config_change={','.join(refused)}"
         )
+    return diff
 
 
 class RunIO:
     """The workdir of one run: config check, logger, checkpointer, export and report."""
 
-    def __init__(self, workdir: str | Path, config: ml_collections.ConfigDict):
+    def __init__(
+        self,
+        workdir: str | Path,
+        config: ml_collections.ConfigDict,
+        *,
+        allow_config_change: Sequence[str] = (),
+    ):
+        """Locks the workdir and opens its config, log and checkpoints.
+
+        Args:
+          workdir: the run directory (a local path or a gs:// URL; created).
+          config: the run's config; a workdir with a checkpoint accepts it only
+            if it differs from the saved one in resumable or allowed fields.
+          allow_config_change: fields (or sections) this resume may change, e.g.
+            ("optimizer.lr",) after a divergence; the changes are logged.
+        Raises:
+          ValueError: an empty workdir, or a refused config change.
+          HeldError: another live run holds the workdir.
+        """
+        if not os.fspath(workdir).strip():
+            raise ValueError(
+                "the workdir is empty (--workdir=): give the run its own directory, e.g. "
+                "--workdir=runs/my_run"
+            )
         self.paths = RunPaths.of(workdir)
         self.workdir = self.paths.workdir
         self.chief = distributed.is_logging_process()
-        current = json.loads(config.to_json())
-        path = self.paths.config
-        if path.is_file():
-            check_resumable(json.loads(path.read_text()), current, path)
+        self._lock = self._acquire_lock()
+        try:
+            self._open(config, tuple(allow_config_change))
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _acquire_lock(self) -> FileLock | None:
+        """Process 0 locks the workdir; every process raises if it could not."""
+        lock, error = None, None
         if self.chief:
             self.workdir.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(self.paths.lock, what=f"run directory {self.workdir}")
+            try:
+                lock.acquire()
+            except HeldError as err:
+                lock, error = None, err
+        if distributed.agree(error is not None):
+            raise error or HeldError(f"process 0 could not lock {self.paths.lock}")
+        return lock
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _open(self, config: ml_collections.ConfigDict, allow: tuple[str, ...]) -> None:
+        # The checkpointer is opened only under the lock: opening it removes the
+        # temporary directories of unfinished saves, which a live run may be writing.
+        self.ckpt = RunCheckpointer(self.paths.checkpoints, keep=config.checkpoint.keep)
+        current = json.loads(config.to_json())
+        path = self.paths.config
+        # Without a checkpoint nothing is resumed, so any config may start over.
+        if path.is_file() and self.ckpt.all_steps():
+            changed = check_resumable(json.loads(path.read_text()), current, path, allow)
+            if changed:
+                log.warning("resuming %s with config changes: %s", self.workdir, ", ".join(changed))
+        if self.chief:
             text = json.dumps(current, indent=2, sort_keys=True).encode()
             _write_atomic(path, lambda f: f.write(text))
         self.logger = MetricsLogger(
@@ -137,21 +242,63 @@ class RunIO:
             tensorboard=config.log.tensorboard,
             progress_every_s=config.log.progress_every_s,
         )
-        self.ckpt = RunCheckpointer(self.paths.checkpoints, keep=config.checkpoint.keep)
+        self.guard = DivergenceGuard(config.guard.max_grad_norm, config.guard.max_param_abs)
 
     def latest_step(self) -> int | None:
         return self.ckpt.latest_step()
 
     def restore(self, state, prompts):
-        """(state, step) from the latest checkpoint, with the prompt iterator repositioned.
+        """(state, step) from the newest checkpoint that restores, prompt iterator repositioned.
 
         Arrays are restored onto `state`'s shardings (a sharded run restores sharded,
         onto whatever mesh it runs now); each process reads its own iterator position.
+        A checkpoint that fails to read is moved to `corrupt_checkpoints/` with a
+        warning and the previous one is tried. The metrics log is cut back to what
+        it held when the restored checkpoint was saved (to nothing without one).
+
+        Raises:
+          CheckpointMismatch: the checkpoint holds another train state (another model
+            or optimizer): no fallback, every checkpoint of the run would differ.
+          RuntimeError: checkpoints exist but none restores.
         """
-        step = self.ckpt.latest_step()
-        if step is None:
-            return state, 0
-        state, data_state, _ = self.ckpt.restore(state, step)
+        steps = self.ckpt.all_steps()
+        for step in reversed(steps):
+            try:
+                restored, data_state, meta = self.ckpt.restore(state, step)
+            except CheckpointMismatch:
+                raise
+            except Exception as err:  # noqa: BLE001 - tensorstore/orbax raise bare Exceptions
+                log.warning(
+                    "checkpoint %d in %s does not restore (%s: %.300s); moving it to %s and "
+                    "trying the previous one",
+                    step, self.ckpt_dir, type(err).__name__, err, self.paths.corrupt,
+                )  # fmt: skip
+                self._set_aside(step)
+                continue
+            self._reposition(step, prompts, data_state)
+            self.logger.truncate(step, keep_records=meta.get("log_records"))
+            log.info("resumed from %s at step %d", self.ckpt_dir, step)
+            return restored, int(step)
+        if steps:
+            raise RuntimeError(
+                f"none of the checkpoints {steps} in {self.ckpt_dir} restores (moved to "
+                f"{self.paths.corrupt}); start again with a new --workdir"
+            )
+        self.logger.truncate(-1)  # records of an attempt that crashed before any checkpoint
+        return state, 0
+
+    def _set_aside(self, step: int) -> None:
+        """Moves a checkpoint that does not restore out of orbax's view (process 0)."""
+        if self.chief:
+            self.paths.corrupt.mkdir(parents=True, exist_ok=True)
+            dest = self.paths.corrupt / str(step)
+            if dest.exists():
+                dest.rmtree()
+            (self.ckpt_dir / str(step)).rename(dest)
+        distributed.sync(f"rlvr_jax_run_io_set_aside_{step}")
+        self.ckpt.reload()
+
+    def _reposition(self, step: int, prompts, data_state) -> None:
         path = self.paths.iterator(step)
         if path.is_file():
             prompts.set_state(json.loads(path.read_text()))
@@ -162,9 +309,6 @@ class RunIO:
                 f"{path} is missing: checkpoint {step} has no prompt-iterator state for this "
                 "process (was it written by a run with another number of processes?)"
             )
-        self.logger.truncate(step)
-        log.info("resumed from %s at step %d", self.ckpt_dir, step)
-        return state, int(step)
 
     @property
     def ckpt_dir(self) -> epath.Path:
@@ -188,7 +332,11 @@ class RunIO:
             self.sched_dir.mkdir(parents=True, exist_ok=True)
             _write_atomic(self.paths.scheduler(step), lambda f: save_state(f, scheduler_state))
         distributed.sync(f"rlvr_jax_run_io_save_{step}")  # all iterator files before the commit
-        meta = {"step": step, "metrics": {k: float(v) for k, v in metrics.items()}}
+        meta = {
+            "step": step,
+            "metrics": {k: float(v) for k, v in metrics.items()},
+            "log_records": self.logger.num_records,  # what a resume cuts the log back to
+        }
         self.ckpt.save(step, state, data_state=None, meta=meta, force=True)
         if self.chief:
             self._prune(set(self.ckpt.all_steps()) | {step})
@@ -221,6 +369,20 @@ class RunIO:
     def preemption(self) -> PreemptionGuard:
         return PreemptionGuard()
 
+    def check_update(self, state, metrics: dict[str, Any], step: int, update: int = 0) -> None:
+        """Raises `guard.Diverged` if an optimizer update left a non-finite or exploded state.
+
+        Call after every update, before the step can be saved: the policy's and
+        critic's parameters and the update's gradient norms are checked against
+        `config.guard`.
+        """
+        params = {"policy": state.params, "critic": state.critic_params}
+        self.guard.check(params, metrics, step=step, update=update, last_good=self.latest_step())
+
+    def resume_hint(self) -> str:
+        """Where a rerun resumes from (for errors that stop a run)."""
+        return resume_hint(self.latest_step())
+
     def log_train(self, step: int, total: int, metrics: dict[str, float]) -> None:
         self.logger.log(step, metrics, split="train")
         self.logger.progress(step, total, metrics)
@@ -250,5 +412,9 @@ class RunIO:
         write_report(self.workdir)
 
     def close(self) -> None:
-        self.logger.close()
-        self.ckpt.close()
+        """Closes the log and the checkpointer (waiting for saves), then frees the workdir."""
+        try:
+            self.logger.close()
+            self.ckpt.close()
+        finally:
+            self._release_lock()

@@ -1,6 +1,6 @@
 """Batched group sampler with a KV cache: prefill, then one jitted `lax.while_loop` decode.
 
-Layout of every returned batch (the trainer's layout, see DESIGN.md): row b is
+Layout of every returned batch (the trainer's layout, see docs/design.md): row b is
 `[left-padded context | generated region]` of length L = P + N, where P is the
 context length rounded up to a bucket and N = max_new_tokens. The context is
 the prompt, then (optionally) forced tokens: a given prefix (branching from a
@@ -38,10 +38,14 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed, sharding
-from rlvr_jax.models.transformer import HiddenPerturbation, KVCache, Transformer
-from rlvr_jax.sampling.step import sample_step
-
-_MAX_STOP_IDS = 8
+from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.sampling.generate import (
+    MAX_STOP_IDS,
+    cache_slots,
+    generate,
+    kv_cache_bytes,
+    kv_head_split,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +81,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0 or self.max_new_tokens < 1 or self.n < 1:
             raise ValueError(f"invalid top_k/max_new_tokens/n in {self}")
-        if len(self.stop_token_ids) > _MAX_STOP_IDS:
-            raise ValueError(f"at most {_MAX_STOP_IDS} stop tokens, got {self.stop_token_ids}")
+        if len(self.stop_token_ids) > MAX_STOP_IDS:
+            raise ValueError(f"at most {MAX_STOP_IDS} stop tokens, got {self.stop_token_ids}")
 
 
 @dataclasses.dataclass
@@ -148,6 +152,8 @@ class Sampler:
         batch_multiple: int = 8,
         mesh: jax.sharding.Mesh | None = None,
         rules="fsdp",
+        cache_bytes: float | None = None,
+        cache_dtype: str | None = None,
     ):
         """Args:
         model: the policy; its current weights are used at every call.
@@ -159,7 +165,17 @@ class Sampler:
         mesh: optional device mesh to sample on (rows padded to a multiple of
           its batch shards as well).
         rules: sharding rules (preset name or pairs) for the cache and activations.
+        cache_bytes: KV cache budget per device. A batch whose cache would not fit
+          is sampled in several calls of equal row count (`rows_per_call`), each
+          call's rows drawing with `fold_in(key, call)`. None: one call.
+        cache_dtype: KV cache storage dtype ("bfloat16" halves it; None: the
+          model's compute dtype).
         """
+        if cache_dtype not in (None, "float32", "bfloat16"):
+            raise ValueError(f"cache_dtype={cache_dtype!r}; choose None, 'float32' or 'bfloat16'")
+        if cache_bytes is not None and cache_bytes <= 0:
+            raise ValueError(f"cache_bytes must be positive, got {cache_bytes}")
+        self.cache_bytes, self.cache_dtype = cache_bytes, cache_dtype
         if batch_multiple < 1:
             raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
         if mesh is None and jax.process_count() > 1:
@@ -173,8 +189,8 @@ class Sampler:
         self.pad_id = pad_id
         self.max_length = max_length or self.config.max_position_embeddings
         self._generate = jax.jit(
-            sharding.with_rules(_generate, mesh, rules),
-            static_argnames=("graphdef", "max_new_tokens", "noise_layer"),
+            sharding.with_rules(generate, mesh, rules),
+            static_argnames=("graphdef", "max_new_tokens", "noise_layer", "cache_dtype"),
             # Outputs split like the inputs' rows: each process reads back its own rows.
             out_shardings=None if mesh is None else sharding.batch_sharding(mesh),
         )
@@ -266,6 +282,32 @@ class Sampler:
         )
 
     # ----------------------------------------------------------------- private
+    def rows_per_call(self, rows: int, slots: int) -> int:
+        """Rows of one device call: all `rows` (padded), or fewer when a cache budget is set.
+
+        With `cache_bytes`, the largest multiple of `batch_multiple` whose KV cache
+        (`slots` per row) fits the budget on each device, then evened out over the
+        calls that `rows` needs (so the last call is not mostly idle rows).
+        """
+        whole = -(-rows // self.batch_multiple) * self.batch_multiple
+        if self.cache_bytes is None:
+            return whole
+        per_row = kv_cache_bytes(self.config, 1, slots, self.cache_dtype)
+        devices = 1
+        if self.mesh is not None:
+            devices = sharding.batch_shards(self.mesh) * kv_head_split(self.config, self.mesh)
+        # This process's share of a call's rows (every process calls with as many).
+        fit = int(self.cache_bytes * devices // (per_row * jax.process_count()))
+        fit = fit // self.batch_multiple * self.batch_multiple
+        if fit < self.batch_multiple:
+            raise ValueError(
+                f"cache_bytes={self.cache_bytes:.3g} holds {fit} rows of {slots} KV slots per "
+                f"call; one call needs at least batch_multiple={self.batch_multiple} rows "
+                f"({per_row * self.batch_multiple / devices:.3g} bytes per device)"
+            )
+        calls = -(-whole // fit)
+        return -(-whole // (calls * self.batch_multiple)) * self.batch_multiple
+
     def _run(
         self,
         contexts,
@@ -297,28 +339,24 @@ class Sampler:
                     f"row {b}: token id {bad[0]} outside vocabulary [0, {cfg.vocab_size})"
                 )
         bsz = len(contexts)
-        rows = -(-bsz // self.batch_multiple) * self.batch_multiple  # idle rows at the end
+        if noise_rows is not None and len(noise_rows) != bsz:
+            raise ValueError(f"noise_rows has {len(noise_rows)} entries for {bsz} rows")
         p = min(_bucket(longest), self.max_length - n_new)
-        # Multi-process: one program over every host's rows, so all take the largest shape.
-        rows, p = (int(v) for v in distributed.max_over_processes(np.array([rows, p])))
-        ctx = np.full((rows, p), self.pad_id, np.int32)
-        role = np.full((rows, p), -1, np.int8)  # -1 pad, 0 prompt, 1 forced, 2 sampled
-        ctx_f = np.zeros((3, rows, p), np.float32)
-        for b, c in enumerate(contexts):
-            ctx[b, p - len(c) :] = c
-            role[b, p - len(c) :] = roles[b]
-            for i, src in enumerate((lps, slps, ents)):
-                ctx_f[i, b, p - len(c) :] = src[b]
-        stop = np.full((_MAX_STOP_IDS,), -1, np.int32)
+        chunk = self.rows_per_call(bsz, cache_slots(cfg, p, n_new))
+        calls = -(-bsz // chunk)
+        # Multi-process: one program over every host's rows, so all take the largest shape
+        # and make as many calls.
+        chunk, p, calls = (
+            int(v) for v in distributed.max_over_processes(np.array([chunk, p, calls]))
+        )
+        use_noise = params.prompt_noise_sigma > 0 and noise_rows is not None and any(noise_rows)
+        use_noise = bool(distributed.max_over_processes(np.array([use_noise]))[0])
+        stop = np.full((MAX_STOP_IDS,), -1, np.int32)
         stop[: len(params.stop_token_ids)] = params.stop_token_ids
-        sigma = np.zeros((rows,), np.float32)
+        done_all = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
+        sigma_all = np.zeros((bsz,), np.float32)
         if noise_rows is not None:
-            if len(noise_rows) != bsz:
-                raise ValueError(f"noise_rows has {len(noise_rows)} entries for {bsz} rows")
-            sigma[:bsz][np.asarray(noise_rows, bool)] = params.prompt_noise_sigma
-        use_noise = params.prompt_noise_sigma > 0 and sigma.any()
-        done0 = np.ones((rows,), bool)
-        done0[:bsz] = False if active is None else ~np.asarray(active, bool)
+            sigma_all[np.asarray(noise_rows, bool)] = params.prompt_noise_sigma
         graphdef, current = nnx.split(self.model)
         # Per-row inputs: split over the batch axes when sampling on a mesh; in a
         # multi-process run each process's rows, concatenated over processes.
@@ -331,24 +369,44 @@ class Sampler:
             fetch = distributed.host_rows
             if jax.process_count() > 1:  # a key made on one device: the same on every host
                 key = put_whole(np.asarray(key))
-        gen = self._generate(
-            current if state is None else state,
-            put(ctx),
-            put(role >= 0),
-            key,
-            put(np.full((rows,), params.temperature, np.float32)),
-            put(np.full((rows,), params.top_k, np.int32)),
-            put(np.full((rows,), params.top_p, np.float32)),
-            put_whole(stop),
-            put(sigma),
-            put(done0),
-            put_whole(np.int32(self.pad_id)),
-            graphdef=graphdef,
-            max_new_tokens=n_new,
-            noise_layer=params.prompt_noise_layer if use_noise else None,
+        outs = []
+        for call in range(calls):
+            lo, hi = min(call * chunk, bsz), min((call + 1) * chunk, bsz)
+            ctx = np.full((chunk, p), self.pad_id, np.int32)
+            role = np.full((chunk, p), -1, np.int8)  # -1 pad, 0 prompt, 1 forced, 2 sampled
+            for b, c in enumerate(contexts[lo:hi]):
+                ctx[b, p - len(c) :] = c
+                role[b, p - len(c) :] = roles[lo + b]
+            done0 = np.ones((chunk,), bool)  # idle rows at the end
+            done0[: hi - lo] = done_all[lo:hi]
+            sigma = np.zeros((chunk,), np.float32)
+            sigma[: hi - lo] = sigma_all[lo:hi]
+            gen = self._generate(
+                current if state is None else state,
+                put(ctx),
+                put(role >= 0),
+                key if calls == 1 else jax.random.fold_in(key, call),
+                put(np.full((chunk,), params.temperature, np.float32)),
+                put(np.full((chunk,), params.top_k, np.int32)),
+                put(np.full((chunk,), params.top_p, np.float32)),
+                put_whole(stop),
+                put(sigma),
+                put(done0),
+                put_whole(np.int32(self.pad_id)),
+                graphdef=graphdef,
+                max_new_tokens=n_new,
+                noise_layer=params.prompt_noise_layer if use_noise else None,
+                cache_dtype=self.cache_dtype,
+            )
+            outs.append([fetch(x)[: hi - lo] for x in gen])
+            outs[-1] += [ctx[: hi - lo], role[: hi - lo]]
+        tok, valid, lp, slp, ent, stopped, ctx, role = (
+            np.concatenate(parts) for parts in zip(*outs, strict=True)
         )
-        tok, valid, lp, slp, ent, stopped = (fetch(x)[:bsz] for x in gen)
-        ctx, role, ctx_f, done0 = ctx[:bsz], role[:bsz], ctx_f[:, :bsz], done0[:bsz]
+        ctx_f = np.zeros((3, bsz, p), np.float32)
+        for b, c in enumerate(contexts):
+            for i, src in enumerate((lps, slps, ents)):
+                ctx_f[i, b, p - len(c) :] = src[b]
         sampled = role == 2
         return Rollout(
             tokens=np.concatenate([ctx, tok], axis=1),
@@ -359,89 +417,5 @@ class Sampler:
             sampling_logps=np.concatenate([np.where(sampled, ctx_f[1], 0), slp], axis=1),
             entropy=np.concatenate([np.where(sampled, ctx_f[2], 0), ent], axis=1),
             group=np.asarray(group, np.int32),
-            stopped=stopped if prev_stopped is None else np.where(done0, prev_stopped, stopped),
+            stopped=stopped if prev_stopped is None else np.where(done_all, prev_stopped, stopped),
         )
-
-
-def _generate(
-    state,
-    ctx_BxP,
-    ctx_mask_BxP,
-    key,
-    temperature_B,
-    top_k_B,
-    top_p_B,
-    stop_S,
-    sigma_B,
-    done_B,
-    pad_id,
-    *,
-    graphdef,
-    max_new_tokens: int,
-    noise_layer: int | None,
-):
-    """Prefill the context, then decode up to N tokens in one while_loop.
-
-    Returns (tokens_BxN, valid_BxN, logps_BxN, sampling_logps_BxN, entropy_BxN, stopped_B).
-    """
-    model = nnx.merge(graphdef, state)
-    bsz, p = ctx_BxP.shape
-    n = max_new_tokens
-    noise_key, sample_key = jax.random.split(key)
-    perturbation = None
-    if noise_layer is not None:
-        cfg = model.config
-        noise = jax.random.normal(noise_key, (bsz, p, cfg.hidden_size), jnp.float32)
-        noise = noise * sigma_B[:, None, None] * ctx_mask_BxP[..., None]
-        perturbation = HiddenPerturbation(noise, layer=noise_layer, relative_to_rms=True)
-    cache = sharding.constrain_cache(KVCache.zeros(model.config, bsz, p + n))
-    out = model.forward(
-        ctx_BxP, ctx_mask_BxP, cache=cache, logits="last", perturbation=perturbation
-    )
-
-    zeros_f = jnp.zeros((bsz, n), jnp.float32)
-    init = dict(
-        step=jnp.zeros((), jnp.int32),
-        cache=out.cache,
-        logits=out.logits[:, 0],
-        done=done_B,
-        stopped=jnp.zeros((bsz,), bool),
-        tokens=jnp.zeros((bsz, n), jnp.int32),
-        valid=jnp.zeros((bsz, n), bool),
-        logps=zeros_f,
-        slogps=zeros_f,
-        entropy=zeros_f,
-    )
-
-    def cond(c):
-        return (c["step"] < n) & ~jnp.all(c["done"])
-
-    def body(c):
-        step = c["step"]
-        tok, lp, slp, ent = sample_step(
-            jax.random.fold_in(sample_key, step), c["logits"], temperature_B, top_k_B, top_p_B
-        )
-        live = ~c["done"]
-        tok = jnp.where(live, tok, pad_id)
-        is_stop = live & jnp.any(tok[:, None] == stop_S[None, :], axis=-1)
-
-        def put(buf, col):
-            return jax.lax.dynamic_update_slice(buf, col[:, None].astype(buf.dtype), (0, step))
-
-        nxt = model.forward(tok[:, None], live[:, None], cache=c["cache"], logits="last")
-        return dict(
-            step=step + 1,
-            cache=sharding.constrain_cache(nxt.cache),
-            logits=nxt.logits[:, 0],
-            done=c["done"] | is_stop,
-            stopped=c["stopped"] | is_stop,
-            tokens=put(c["tokens"], tok),
-            valid=put(c["valid"], live),
-            logps=put(c["logps"], jnp.where(live, lp, 0.0)),
-            slogps=put(c["slogps"], jnp.where(live, slp, 0.0)),
-            entropy=put(c["entropy"], jnp.where(live, ent, 0.0)),
-        )
-
-    init["cache"] = sharding.constrain_cache(init["cache"])
-    c = jax.lax.while_loop(cond, body, init)
-    return c["tokens"], c["valid"], c["logps"], c["slogps"], c["entropy"], c["stopped"]

@@ -30,6 +30,7 @@ _MODULES: dict[str, str] = {
     "tool_lookup": "rlvr_jax.tasks.tools",
     "spy_describe": "rlvr_jax.tasks.spy",
     "math_file": "rlvr_jax.tasks.math_data",
+    "mixture": "rlvr_jax.tasks.mixture",
 }
 _REGISTRY: dict[str, type[Task]] = {}
 

@@ -87,6 +87,15 @@ class Task(abc.ABC):
     def verify(self, problem: Problem, response: str) -> Verdict:
         """Scores `response`; never raises on any string and returns within ~100 ms."""
 
+    def alternative_solutions(self, problem: Problem, k: int) -> list[str]:
+        """Up to `k` other correct solutions of `problem`, written like `problem.solution`.
+
+        Distinct from `problem.solution` and from each other (e.g. GAR's auxiliary
+        anchors). Tasks whose solution is unique return none (the default).
+        """
+        del problem, k
+        return []
+
     def problems(self, n: int, split: str = "train", start: int = 0) -> list[Problem]:
         """`n` consecutive problems of `split` starting at `start`."""
         return [self.problem(i, split) for i in range(start, start + n)]

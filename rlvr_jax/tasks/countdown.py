@@ -228,6 +228,12 @@ class Countdown(Task):
         solution = f"{step_trace(answer)}\nAnswer: {answer}".lstrip("\n")
         return Problem(self.problem_id(index, split), prompt, answer, solution, metadata)
 
+    def alternative_solutions(self, problem: Problem, k: int) -> list[str]:
+        """The first `k` other canonical solutions (solver order), as step trace + answer."""
+        own = canonical(problem.answer)
+        others = [s for s in problem.metadata["solutions"] if s != own][: max(k, 0)]
+        return [f"{step_trace(s)}\nAnswer: {s}".lstrip("\n") for s in others]
+
     def verify(self, problem: Problem, response: str) -> Verdict:
         """Scores the expression on the response's last "Answer:" line (see check_expression)."""
         m = problem.metadata

@@ -5,7 +5,10 @@ off the main thread, and a timed-out check returns False like a wrong answer.
 So each checker process interrupts itself with a sub-second `setitimer` alarm
 at 3/4 of the time left, and the caller kills (and replaces in the background)
 a checker that has not answered within the limit, even one stuck in C code:
-the limit holds in any thread. Used by `rlvr_jax.tasks.math_data`.
+the limit holds in any thread. The limit starts when a checker is free: a call
+made while every checker is busy (other threads) or restarting waits for one
+first, so a busy pool never scores a correct answer as a timeout. Used by
+`rlvr_jax.tasks.math_data`.
 """
 
 from __future__ import annotations
@@ -171,20 +174,47 @@ class _Pool:
     def wait_ready(self) -> None:
         self._ready.wait(STARTUP_TIMEOUT_S)
 
-    def check(self, gold: str, pred: str, timeout_s: float) -> tuple[str, str]:
-        """(status, detail), status one of correct, wrong, timeout, unavailable."""
-        self.wait_ready()  # start-up is paid once, outside the per-check limit
-        deadline = time.monotonic() + timeout_s
-        try:
-            checker = self._idle.get(timeout=timeout_s)
-        except queue.Empty:
+    def wait_idle(self, timeout_s: float = STARTUP_TIMEOUT_S) -> bool:
+        """Waits until no checker is starting and every live one is idle; True if so."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
             with self._lock:
-                if self._live == 0 and self._starting == 0:
-                    return "unavailable", self._error
-            return "timeout", "no checker process free within the time limit"
-        if deadline - time.monotonic() < 1e-3:  # no time left to check: keep the checker
-            self._idle.put(checker)
-            return "timeout", "no checker process free within the time limit"
+                if self._starting == 0 and self._idle.qsize() >= self._live:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def _acquire(self) -> _Checker | None:
+        """A free checker, waiting while the others are busy or restarting; None if none lives.
+
+        The wait does not count against a check's time limit: a correct answer must
+        not be scored TIMEOUT because other checks (threads) hold the checkers or a
+        killed one is being replaced.
+        """
+        end = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            try:
+                return self._idle.get(timeout=0.05)
+            except queue.Empty:
+                with self._lock:
+                    if self._live == 0 and self._starting == 0:
+                        return None
+                if time.monotonic() > end:
+                    return None
+
+    def check(self, gold: str, pred: str, timeout_s: float) -> tuple[str, str]:
+        """(status, detail), status one of correct, wrong, timeout, unavailable.
+
+        `timeout_s` bounds the check itself, from the moment a checker process is
+        free; waiting for one (start-up, busy or restarting checkers) is not counted.
+        """
+        self.wait_ready()  # start-up is paid once, outside the per-check limit
+        checker = self._acquire()
+        if checker is None:
+            with self._lock:
+                error = self._error if self._live == 0 else ""
+            return "unavailable", error or f"no checker process free within {STARTUP_TIMEOUT_S} s"
+        deadline = time.monotonic() + timeout_s
         try:
             # The checker's own alarm at 3/4 of the time left usually answers first,
             # so that a slow check does not cost a process restart.
@@ -212,7 +242,8 @@ def get_pool() -> _Pool:
 
     Returns:
       The pool; `check(gold, pred, timeout_s)` returns (status, detail) with status
-      one of correct, wrong, timeout, unavailable; `wait_ready()` waits for start-up.
+      one of correct, wrong, timeout, unavailable; `wait_ready()` waits for start-up,
+      `wait_idle()` until no checker is busy or restarting.
     """
     global _POOL, _POOL_PID
     with _POOL_LOCK:

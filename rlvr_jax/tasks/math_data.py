@@ -14,9 +14,16 @@ thread, and a timed-out check returns False like a wrong answer. So each checker
 process interrupts itself with a sub-second `setitimer` alarm at 3/4 of the time
 left, and the caller kills (and replaces in the background) a checker that has
 not answered within `timeout_s`, even one stuck in C code: the limit holds in
-any thread. Measured here after warm-up: 1-30 ms per check, 60-180 ms for
-intervals and sets. The first check of a process waits ~2 s for the checkers to
-start (`start_checker()` starts them early). Responses only meet math-verify's
+any thread. The bound of one check is therefore `timeout_s` (default 1 s; a
+check past it is a TIMEOUT verdict), not the <100 ms of the synthetic tasks'
+verifiers, counted from the moment a checker is free: a call made while every
+checker is busy with other threads' checks, or restarting after a killed one,
+waits for one first, so a busy pool never turns a correct answer into a
+timeout. Most checks take 1-30 ms after warm-up, intervals and sets 60-180 ms,
+and adversarial answers that pass the screen use the whole budget (749 ms was
+measured for one). Building the task starts the checker processes in the
+background (~2-3 s; `start_checker()` also waits for them), so only a verify
+call made within those seconds waits for them. Responses only meet math-verify's
 LaTeX parser; its plain-expression parser runs sympy's eval-based `parse_expr`.
 Without math-verify (or if checker processes cannot start), answers are compared
 by normalised exact match, with a warning logged once.
@@ -28,7 +35,6 @@ import dataclasses
 import functools
 import hashlib
 import importlib.util
-import json
 import logging
 import os
 from typing import ClassVar
@@ -45,6 +51,7 @@ from rlvr_jax.tasks import (
     register,
 )
 from rlvr_jax.tasks.base import SPLITS
+from rlvr_jax.tasks.jsonl import BadLine, number_text, parse_line
 
 # Re-exported: the answer screen and the checker processes live in their own modules.
 from rlvr_jax.tasks.math_answers import (  # noqa: F401
@@ -114,6 +121,10 @@ class MathFileTask(Task):
                 f"test), got {self.split_fractions}"
             )
         object.__setattr__(self, "split_fractions", fractions)  # a list from a config is fine
+        if self.checker == "math_verify" and _math_verify_available():
+            # Start the checker processes now (in the background, ~2-3 s), so the first
+            # verify call does not pay their start-up inside a training step.
+            _get_pool()
 
     def _data(self) -> tuple[tuple[dict, ...], dict[str, tuple[int, ...]], int]:
         """(records, record indices per split, number skipped), cached per file version."""
@@ -243,9 +254,9 @@ def _raw_records(path: str):
             for line_no, line in enumerate(f, start=1):
                 if line.strip():
                     try:
-                        raw = json.loads(line.decode("utf-8"))
-                    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                        raw = ValueError(f"invalid JSON ({e})")
+                        raw = parse_line(line)
+                    except BadLine as e:
+                        raw = e
                     yield f"line {line_no}", raw
     else:
         raise ValueError(f"{path}: unsupported file type; valid: .jsonl, .ndjson, .parquet")
@@ -263,14 +274,20 @@ def _record(raw, where: str, q_field, a_field, s_field, id_field) -> dict:
         if value is None and required:
             raise ValueError(f"{where}: missing field {field!r} (has {sorted(raw)[:20]})")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(value)  # numeric answers / ids such as 72 or 0.5
+            try:  # numeric answers / ids such as 72 or 0.5; NaN is no answer
+                value = number_text(value, field)
+            except BadLine as e:
+                raise ValueError(f"{where}: {e}") from e
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ValueError(f"{where}: field {field!r} must be a non-empty string")
         return value and value.strip()
 
     question, answer = text(q_field, True), text(a_field, True)
     if "\\boxed{" in answer:  # some data sets store the gold answer boxed
-        answer = extract_answer(answer) or answer
+        boxed = extract_answer(answer)
+        answer = answer if boxed is None else boxed.strip()
+        if not answer:
+            raise ValueError(f"{where}: field {a_field!r} must be a non-empty string")
     solution = text(s_field, False)
     full = solution or f"The answer is \\boxed{{{answer}}}."
     if extract_answer(full) is None:  # the SFT target must state its answer checkably

@@ -131,9 +131,26 @@ def evaluate_task(
                 if example is None:
                     example = dict(prompt=problem.prompt, response=text, reason=verdict.reason)
             num_correct.append(correct)
-    return summarize_samples(
+    out = summarize_samples(
         n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
     )
+    out.update(domain_pass_at_k(problems, num_correct, n_samples))
+    return out
+
+
+def domain_pass_at_k(problems, num_correct, n_samples: int) -> dict[str, float]:
+    """{"pass@k/<domain>": mean pass@k} for k = 1 and n, over the problems of each domain.
+
+    Only problems that name a domain in `metadata["domain"]` (the mixture task)
+    count; an empty dict when none does.
+    """
+    domains = np.array([str(p.metadata.get("domain", "")) for p in problems])
+    nc = np.asarray(num_correct)
+    out = {}
+    for d in sorted(set(domains) - {""}):
+        for k in sorted({1, n_samples}):
+            out[f"pass@{k}/{d}"] = float(np.mean(pass_at_k(n_samples, nc[domains == d], k)))
+    return out
 
 
 def summarize_samples(

@@ -11,7 +11,9 @@ The pieces, from pure to stateful:
     optimizer state, step) stepped by one jitted function with donated buffers.
   * `train_sft(model, tokenizer, examples, ...)`: the host loop; logs loss and
     tokens/s, raises on NaN, is deterministic for a seed, and updates `model`
-    in place.
+    in place. With `checkpoint_dir` it checkpoints every `checkpoint_every`
+    steps and at the end, and a rerun resumes from there (bitwise the same
+    result: the batch order is a function of (seed, step)).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import dataclasses
 import functools
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +36,7 @@ from flax import nnx, struct
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.tokenizers import IM_END, Tokenizer
+from rlvr_jax.train.sft_checkpoint import SFTCheckpointer
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +254,8 @@ def train_sft(
     log_every: int = 50,
     optimizer: optax.GradientTransformation | None = None,
     length_multiple: int = 8,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = 0,
 ) -> SFTResult:
     """Trains `model` in place on (prompt, completion) pairs with the masked SFT loss.
 
@@ -271,6 +277,12 @@ def train_sft(
       log_every: steps between log lines (and history entries).
       optimizer: overrides the default AdamW + warmup/cosine + clipping.
       length_multiple: round the batch length up to a multiple of this.
+      checkpoint_dir: if given, resume from the checkpoint there (refused if it
+        belongs to a run with other steps, batch size, seed, lr or examples) and
+        save one every `checkpoint_every` steps (0: only at the end) and after
+        the last step. `history` then includes the steps before the resume;
+        `evals` only the evaluations made after it.
+      checkpoint_every: steps between checkpoints.
     Returns:
       SFTResult. Raises FloatingPointError on a non-finite loss.
     """
@@ -290,6 +302,8 @@ def train_sft(
         log_every=log_every,
         optimizer=optimizer,
         length_multiple=length_multiple,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
     )
 
 
@@ -307,6 +321,8 @@ def train_sft_encoded(
     log_every: int = 50,
     optimizer: optax.GradientTransformation | None = None,
     length_multiple: int = 8,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int = 0,
 ) -> SFTResult:
     """`train_sft` on already-encoded (ids_T, loss_mask_T) examples (e.g. multi-turn episodes).
 
@@ -314,7 +330,7 @@ def train_sft_encoded(
       model, tokenizer (gives the pad id): as in `train_sft`.
       encoded: examples from `encode_example` or `multiturn.encode_episode`.
       steps, batch_size, lr, seed, eval_fn, eval_every, log_every, optimizer,
-        length_multiple: as in `train_sft`.
+        length_multiple, checkpoint_dir, checkpoint_every: as in `train_sft`.
     Returns:
       SFTResult. Raises FloatingPointError on a non-finite loss.
     """
@@ -338,7 +354,18 @@ def train_sft_encoded(
     state = TrainState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
     history, evals, window = [], [], []
+    first, elapsed, ckpt = 0, 0.0, None
+    if checkpoint_dir is not None:
+        identity = dict(steps=int(steps), batch_size=int(batch_size), seed=int(seed),
+                        lr=float(lr), num_examples=len(encoded), length=int(length))  # fmt: skip
+        ckpt = SFTCheckpointer(checkpoint_dir, identity)
+        if ckpt.latest_step() is not None:
+            state, meta = ckpt.restore(state)
+            first, history, window = int(state.step), meta["history"], meta["window"]
+            elapsed = meta["seconds"]
+            log.info("SFT resumes at step %d of %d from %s", first, steps, checkpoint_dir)
     start = last_time = time.perf_counter()
+    start -= elapsed  # `seconds` counts the attempts before a resume too
     tokens_since = 0.0
     pending = None  # (step, metrics) of the step dispatched before the current one
 
@@ -369,18 +396,26 @@ def train_sft_encoded(
             window.clear()
             last_time, tokens_since = now, 0.0
 
-    for i in range(steps):
+    for i in range(first, steps):
         batch = pad_batch([encoded[j] for j in order[i]], length, pad_id)
         state, metrics = train_step(state, rest, batch)
         # Read step i-1's metrics only after step i is dispatched: no idle device.
         if pending is not None:
             record(*pending)
         pending = (i + 1, metrics)
+        due = i + 1 == steps or (checkpoint_every and (i + 1) % checkpoint_every == 0)
+        if ckpt is not None and due:
+            record(*pending)  # the checkpoint's history includes its own step
+            pending = None
+            meta = dict(history=history, window=window, seconds=time.perf_counter() - start)
+            ckpt.save(i + 1, state, meta)
         if eval_fn is not None and eval_every and (i + 1) % eval_every == 0 and i + 1 < steps:
             nnx.update(model, jax.tree.map(jnp.copy, state.params))
             evals.append((i + 1, eval_fn(model, i + 1)))
     if pending is not None:
         record(*pending)
+    if ckpt is not None:
+        ckpt.close()
     nnx.update(model, state.params)
     if eval_fn is not None:
         evals.append((steps, eval_fn(model, steps)))

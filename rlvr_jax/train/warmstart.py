@@ -15,7 +15,14 @@ tokenizer (`tokenizer.model` for sentencepiece, `char_tokenizer.json` for the
 character fallback) and `warmstart.json` (spec, training time, evaluation). The
 hash covers the spec and the tokenizer's vocabulary, so changing either trains
 a new model and an unchanged one is reused. The directory is written under a
-temporary name and renamed when complete.
+temporary name (`<name>.tmp<pid>`) and renamed when complete.
+
+Interrupted and concurrent training: while a model trains, its SFT checkpoints
+live in `<name>.sft/` (every tenth of the steps), so a killed run's rerun
+resumes there; both it and `<name>.lock` are removed once the model is complete.
+The lock lets one process train a model at a time: another process that needs
+the same model waits for it and then reuses the cache. Temporary directories
+left by dead processes are removed before training.
 
 Tokenizer: by default the shipped sentencepiece model
 (`rlvr_jax/assets/rlvr_tasks_sp.model`) if present, else the 128-id character
@@ -37,6 +44,7 @@ from typing import Any
 
 import jax
 
+from rlvr_jax.locking import FileLock, pid_alive
 from rlvr_jax.models import ModelConfig, init_model, load_pretrained, save_pretrained
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.tokenizers import Tokenizer
@@ -114,7 +122,35 @@ def train_warm_start(
     if (path / _INFO_FILE).is_file() and not force:
         log.info("warm start %s/%s: reusing %s", spec.domain, spec.role, path)
         return json.loads((path / _INFO_FILE).read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(path.with_name(path.name + ".lock"), what=f"warm start {path.name}")
+    lock.acquire(blocking=True)  # another process training this model: wait, then reuse it
+    try:
+        if (path / _INFO_FILE).is_file() and not force:
+            log.info("warm start %s/%s: reusing %s", spec.domain, spec.role, path)
+            return json.loads((path / _INFO_FILE).read_text())
+        _remove_stale_tmp(path)
+        info = _train_and_save(spec, tokenizer, path, eval_problems, eval_samples)
+        # Safe to unlink while held: a waiter that gets the old file finds the model done.
+        lock.path.unlink(missing_ok=True)
+        return info
+    finally:
+        lock.release()
 
+
+def _remove_stale_tmp(path: Path) -> None:
+    """Removes `<name>.tmp<pid>` directories whose process is gone (killed mid-save)."""
+    for tmp in path.parent.glob(path.name + ".tmp*"):
+        pid = tmp.name[len(path.name) + 4 :]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            log.info("removing %s, left by a killed warm-start run", tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _train_and_save(
+    spec: WarmStartSpec, tokenizer: Tokenizer, path: Path, eval_problems: int, eval_samples: int
+) -> dict[str, Any]:
+    """Trains, evaluates and writes the model of `spec` to `path` (resuming its SFT)."""
     config = spec.model_config(tokenizer)
     model = init_model(config, seed=spec.seed)
     if spec.multi_turn:
@@ -132,6 +168,7 @@ def train_warm_start(
         spec.steps,
         len(examples),
     )
+    sft_dir = path.with_name(path.name + ".sft")  # SFT checkpoints: a killed run resumes
     start, cpu_start = time.perf_counter(), time.process_time()
     result = train(
         model,
@@ -142,6 +179,8 @@ def train_warm_start(
         lr=spec.lr,
         seed=spec.seed,
         log_every=max(1, spec.steps // 10),
+        checkpoint_dir=sft_dir,
+        checkpoint_every=max(1, spec.steps // 10),
     )
     train_seconds = time.perf_counter() - start
     # CPU time of all the process's threads: less sensitive to other jobs on the machine.
@@ -183,6 +222,7 @@ def train_warm_start(
     (tmp / _INFO_FILE).write_text(json.dumps(info, indent=2))
     shutil.rmtree(path, ignore_errors=True)
     os.replace(tmp, path)
+    shutil.rmtree(sft_dir, ignore_errors=True)
     return info
 
 

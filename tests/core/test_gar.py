@@ -40,7 +40,7 @@ def _ref_sig(h, w, y, m, variant):
     return out
 
 
-def _ref_rewards(align, passed, groups, beta, anchored=None):
+def _ref_rewards(align, passed, groups, beta, anchored=None, min_group=2):
     anchored = np.ones_like(passed) if anchored is None else anchored
     out = np.zeros(len(align))
     for i in range(len(align)):
@@ -51,7 +51,8 @@ def _ref_rewards(align, passed, groups, beta, anchored=None):
             for j in range(len(align))
             if groups[j] == groups[i] and passed[j] and anchored[j]
         ]
-        bonus = max(0.0, align[i] - np.mean(peers)) if anchored[i] else 0.0
+        mean = np.mean(peers) if len(peers) >= min_group else 0.0
+        bonus = max(0.0, align[i] - mean) if anchored[i] else 0.0
         out[i] = 1.0 + beta * bonus
     return out
 
@@ -119,36 +120,58 @@ def test_jit_with_static_chunk_has_no_vocab_sized_temporaries():
     np.testing.assert_allclose(fn(h, w, y, m), _ref_grads(h, w, y, m), rtol=1e-5, atol=1e-6)
 
 
-def test_anchor_alignment_max_and_aux():
+def _ref_aggregate_bonus(real, aux, how, w):
+    """The reference's `_aggregate_bonus` (None = no anchor of that kind)."""
+    if real is None:
+        return aux
+    if aux is None or how == "real_only":
+        return real
+    if how == "aux_max":
+        return max(real, w * aux)
+    return real + w * max(0.0, aux - real)
+
+
+def test_anchor_alignment_matches_the_reference_rule():
     rng = np.random.default_rng(1)
-    b, k, j, d = 5, 3, 2, 4
+    b, k, j, d = 6, 3, 2, 4
     sig = rng.normal(size=(b, d)).astype(np.float32)
     anchors = rng.normal(size=(b, k, d)).astype(np.float32)
     aux = rng.normal(size=(b, j, d)).astype(np.float32)
     am = rng.random((b, k)) < 0.6
-    am[0] = False
+    am[0] = False  # aux only
+    am[2] = True
     xm = rng.random((b, j)) < 0.7
-    xm[1] = False
+    xm[1] = False  # real only
+    xm[2] = True
+    am[5], xm[5] = False, False  # neither
     cos = lambda u, v: float(u @ v / np.linalg.norm(u) / np.linalg.norm(v))
-    for lam, red in ((0.0, "mean"), (0.3, "mean"), (0.5, "max")):
+    for how, w in (
+        ("aux_residual", 0.5),
+        ("aux_residual", 1.0),
+        ("aux_max", 0.5),
+        ("real_only", 0.5),
+    ):
         got, has = gar.anchor_alignment(
-            sig, anchors, am, aux_BxJxD=aux, aux_mask_BxJ=xm, aux_weight=lam, aux_reduce=red
+            sig, anchors, am, aux_BxJxD=aux, aux_mask_BxJ=xm, aux_weight=w, aux_combine=how
         )
         for i in range(b):
             p = [cos(sig[i], anchors[i, q]) for q in range(k) if am[i, q]]
             a = [cos(sig[i], aux[i, q]) for q in range(j) if xm[i, q]]
-            parts = []
-            if p:
-                parts.append((1 - lam, max(p)))
-            if a and lam > 0:
-                parts.append((lam, np.mean(a) if red == "mean" else max(a)))
-            tw = sum(wt for wt, _ in parts)
-            want = sum(wt * x for wt, x in parts) / tw if tw > 0 else 0.0
-            assert bool(has[i]) == (tw > 0)
-            np.testing.assert_allclose(got[i], want, rtol=1e-6, atol=1e-6)
+            if how == "real_only":
+                a = []
+            want = _ref_aggregate_bonus(max(p) if p else None, max(a) if a else None, how, w)
+            assert bool(has[i]) == (want is not None), (how, i)
+            np.testing.assert_allclose(got[i], want or 0.0, rtol=1e-6, atol=1e-6)
+    # Row 2 has both kinds: the residual lifts it exactly when its aux cosine is higher.
+    real = max(cos(sig[2], anchors[2, q]) for q in range(k))
+    best_aux = max(cos(sig[2], aux[2, q]) for q in range(j))
+    got, _ = gar.anchor_alignment(sig, anchors, am, aux_BxJxD=aux, aux_mask_BxJ=xm)
+    np.testing.assert_allclose(got[2], real + 0.5 * max(0.0, best_aux - real), rtol=1e-6)
     # Without aux: plain max over anchors, 0 with no anchor.
     got, has = gar.anchor_alignment(sig, anchors, am)
     assert got[0] == 0 and not has[0]
+    with pytest.raises(ValueError, match="aux_residual"):
+        gar.anchor_alignment(sig, anchors, am, aux_BxJxD=aux, aux_mask_BxJ=xm, aux_combine="mean")
 
 
 def test_rewards_match_reference_on_random_groups():
@@ -158,9 +181,12 @@ def test_rewards_match_reference_on_random_groups():
         passed = rng.random(b) < 0.6
         groups = rng.integers(0, g, b).astype(np.int32)
         anchored = rng.random(b) < 0.8
-        got = _rewards(align, passed, groups, g, beta=0.5, has_anchor_B=anchored)
-        want = _ref_rewards(align, passed, groups, 0.5, anchored)
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        for min_group in (1, 2, 3):
+            got = _rewards(
+                align, passed, groups, g, beta=0.5, min_group=min_group, has_anchor_B=anchored
+            )
+            want = _ref_rewards(align, passed, groups, 0.5, anchored, min_group)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_rewards_hand_computed_and_edge_cases():
@@ -169,6 +195,10 @@ def test_rewards_hand_computed_and_edge_cases():
         np.array([0.2, 0.6, -1.0, 0.4]), np.array([1, 1, 0, 1], bool), np.zeros(4, np.int32), 1
     )
     np.testing.assert_allclose(r, [1.0, 1.1, 0.0, 1.0], rtol=1e-6)
+    # A lone passing rollout: its absolute alignment (reference), or no bonus (min_group 1).
+    one = (np.array([0.2, 0.6, -1.0, 0.4]), np.array([0, 1, 0, 0], bool), np.zeros(4, np.int32))
+    np.testing.assert_allclose(gar.gar_rewards(*one, 1), [0, 1.3, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(gar.gar_rewards(*one, 1, min_group=1), [0, 1.0, 0, 0])
     groups = np.array([0, 0, 1, 1], np.int32)
     # All wrong → 0; all correct with equal alignment (zero variance) → exactly 1.
     assert np.all(np.asarray(gar.gar_rewards(np.ones(4), np.zeros(4, bool), groups, 2)) == 0)

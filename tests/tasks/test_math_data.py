@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -48,7 +49,11 @@ def _records(n):
     return [{"problem": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(n)]
 
 
-def _timed(task, problem, response):
+def _timed(task, problem, response, settle=True):
+    """(verdict, seconds) of one verify, timed once no checker is busy or restarting (a
+    killed checker's replacement takes seconds; waiting for it is not the check's time)."""
+    if settle and task.checker == "math_verify":
+        assert math_data._get_pool().wait_idle()
     start = time.perf_counter()
     verdict = task.verify(problem, response)
     return verdict, time.perf_counter() - start
@@ -302,8 +307,9 @@ def test_timeout_holds_in_threads(warm):
     verdict, seconds = _timed(task, _gold("1"), f"\\boxed{{{SLOW}}}")
     assert verdict.reason == TIMEOUT and seconds < 0.1
     calls = [(_gold("1"), f"\\boxed{{{SLOW}}}"), (_gold("\\frac{1}{2}"), "\\boxed{0.5}")]
+    assert math_data._get_pool().wait_idle()  # the killed checker's replacement is up
     with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda c: _timed(task, *c), calls))
+        results = list(pool.map(lambda c: _timed(task, *c, settle=False), calls))
     assert [v.reason for v, _ in results] == [TIMEOUT, CORRECT]
     assert max(s for _, s in results) < 0.1
     assert task.verify(_gold("\\frac{1}{2}"), "\\boxed{1/2}").reason == CORRECT
@@ -409,3 +415,55 @@ def test_fuzz_arbitrary_text(warm, text):
         verdict, seconds = _timed(task, _gold("\\frac{1}{2}"), response)
         assert verdict.reason in REASONS and 0.0 <= verdict.reward <= 1.0
         assert seconds < 0.1, (response[:80], verdict, seconds)
+
+
+# ---- lines that break json itself, and answers that are not answers ----
+BAD_LINES = {
+    "deep": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    "huge_int": ('{"problem": "Q?", "answer": ' + "9" * 5000 + "}", "invalid JSON"),
+    "nan": ('{"problem": "Q?", "answer": NaN}', "not a finite number"),
+    "inf": ('{"problem": "Q?", "answer": Infinity}', "not a finite number"),
+    "empty": ('{"problem": "Q?", "answer": ""}', "non-empty"),
+    "empty_boxed": ('{"problem": "Q?", "answer": "\\\\boxed{}"}', "non-empty"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LINES))
+def test_bad_line_names_file_and_line(tmp_path, kind):
+    line, why = BAD_LINES[kind]
+    good = _records(2)
+    path = _write_jsonl(tmp_path / "d.jsonl", [good[0], line, good[1]])
+    with pytest.raises(ValueError, match=rf"d\.jsonl, line 2: .*{why}"):
+        tasks.get("math_file", path=path).num_problems()
+
+
+def test_bad_lines_are_skipped(tmp_path):
+    good = _records(2)
+    lines = [good[0]] + [line for line, _ in BAD_LINES.values()] + [good[1]]
+    path = _write_jsonl(tmp_path / "d.jsonl", lines)
+    task = tasks.get("math_file", path=path, on_error="skip", split_fractions=(1, 0, 0))
+    assert task.num_skipped() == len(BAD_LINES) and task.num_problems() == 2
+    assert [task.problem(i).answer for i in range(2)] == ["0", "2"]
+
+
+def test_checker_processes_start_when_the_task_is_built(monkeypatch):
+    """The first verify must not pay the checkers' start-up: building the task starts them."""
+    monkeypatch.setattr(math_data, "_math_verify_available", lambda: True)
+    started = []
+    monkeypatch.setattr(math_data, "_get_pool", lambda: started.append(1))
+    tasks.get("math_file", checker="exact")
+    assert not started
+    tasks.get("math_file")
+    assert started
+
+
+def test_busy_checkers_never_turn_a_correct_answer_into_a_timeout(warm):
+    """Every checker busy (other threads) or restarting: the call waits for one, and only
+    the check itself is held to timeout_s (before: TIMEOUT after timeout_s of queueing)."""
+    pool = math_data._get_pool()
+    assert pool.wait_idle()
+    held = [pool._idle.get() for _ in range(pool._live)]  # white-box: all checkers busy
+    threading.Timer(0.5, lambda: [pool._idle.put(c) for c in held]).start()
+    task = tasks.get("math_file", timeout_s=0.3)
+    verdict = task.verify(_gold("\\frac{1}{2}"), "\\boxed{0.5}")
+    assert verdict.reason == CORRECT, verdict

@@ -7,9 +7,11 @@ Each module wraps pure kernels from `rlvr_jax.core` into the stage registries of
 from rlvr_jax.rl.methods import (  # noqa: F401
     credit_shaping,
     distill,
+    gar_signal,
     gradient_signals,
     locators,
     model_signals,
+    mopd,
     task_signals,
     teacher_dists,
 )

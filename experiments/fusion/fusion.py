@@ -1,0 +1,108 @@
+"""Consolidating RLVR across domains: Merge, Mix RL and MOPD from shared experts, one table.
+
+Reproduces, in miniature, the three fusion paradigms on two domains (Countdown
+and multi-step arithmetic) from one common base, as one pipeline:
+
+  base_sft        the common base θ_0: SFT of the Countdown warm start on the
+                  reference solutions of a 50/50 Countdown + arithmetic mixture
+  rl_countdown    GRPO specialist on Countdown, from θ_0
+  rl_arithmetic   GRPO specialist on arithmetic, from θ_0
+  merge_sum       Merge: task arithmetic θ_0 + Σ_d λ_d (θ_d − θ_0), λ = (1, 1)
+  merge_avg       the same with λ = (0.5, 0.5) (weight averaging)
+  mix             Mix RL: GRPO on the pooled mixture (proportions 0.5 / 0.5),
+                  as many steps as both specialists together
+  mopd            MOPD: on-policy distillation on the mixture, each prompt's
+                  response scored by its domain's specialist (score signal
+                  "mopd"), plain OPD advantage ℓ^T − ℓ^S
+The pipeline evaluates every checkpoint on both domains (held-out pass@1 and
+pass@8); results.md holds the domains x {base, θ_0, each specialist, merges,
+mix, MOPD} table, also written by `python scripts/fusion_table.py <workdir>`.
+More merge methods (e.g. ISO-Merger) are more merge stages (`pipeline.merge.MERGES`).
+
+Paper-fixed (abstract): the three paradigms reusing the same experts and data;
+Merge combines task vectors, Mix RL pools data with domain proportions, MOPD
+routes each prompt to its domain's expert teacher; a multi-domain table.
+Ours: two synthetic domains; θ_0 made by SFT on the pooled reference solutions
+(the warm starts of different domains do not share a base); λ values; equal
+proportions; step budgets (below); MOPD's per-token reward = sampled-token OPD.
+
+Command:
+  python -m rlvr_jax.main --config=experiments/fusion/fusion.py:cpu --workdir=runs/fusion
+Variants: "" (larger budgets), `:cpu` (the measured run), `:pulse` (CI: tiny
+random model, 2 steps per stage).
+Runtime and result of `:cpu`: not measured yet.
+"""
+
+import json
+
+from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
+from rlvr_jax.train.warmstart import TASK_OPTIONS
+
+DOMAINS = ("countdown", "arithmetic")
+STEPS = {
+    "": dict(sft=600, specialist=40, problems=128, prompts=32),
+    "cpu": dict(sft=300, specialist=20, problems=64, prompts=16),
+    "pulse": dict(sft=2, specialist=2, problems=4, prompts=4),
+}
+
+
+def _task(run, name: str) -> None:
+    run.task.name = name
+    options = {d: TASK_OPTIONS[d] for d in DOMAINS}
+    if name == "mixture":
+        mix = dict(domains=list(DOMAINS), proportions=[0.5, 0.5], domain_options=options)
+        run.task.options = json.dumps(mix, sort_keys=True)
+    else:
+        run.task.options = json.dumps(options[name], sort_keys=True)
+
+
+def _rl(c, name: str, kind: str, task: str, steps: int, n: dict):
+    s = add_stage(c, name, kind, init="base_sft")
+    _task(s.run, task)
+    s.run.data.prompts_per_step = n["prompts"]
+    s.run.data.group_size = 8  # G
+    s.run.task.train_size = 8192
+    s.run.train.steps = steps
+    s.run.eval.num_problems = n["problems"]
+    s.run.checkpoint.every = 5
+    return s
+
+
+def get_config(variant: str = ""):
+    if variant not in STEPS:
+        raise ValueError(f"variant {variant!r}; valid: {sorted(STEPS)}")
+    n = STEPS[variant]
+    c = pipeline_config()
+    c.model.domain = "countdown"  # the warm start θ_0 is fine-tuned from
+    base = add_stage(c, "base_sft", "sft")
+    _task(base.run, "mixture")
+    base.run.data.source = "reference"
+    base.run.data.num_problems = 8000
+    base.run.train.steps = n["sft"]
+    base.run.train.lr = 1e-3
+    k = n["specialist"]
+    for d in DOMAINS:
+        _rl(c, f"rl_{d}", "rl", d, k, n)
+    for name, lambdas in (("merge_sum", "1,1"), ("merge_avg", "0.5,0.5")):
+        m = add_stage(c, name, "merge", init="base_sft")
+        m.run.method = "task_arithmetic"
+        m.run.specialists = ",".join(f"rl_{d}" for d in DOMAINS)
+        m.run.lambdas = lambdas  # λ per domain (ours)
+    _rl(c, "mix", "rl", "mixture", k * len(DOMAINS), n)
+    mopd = _rl(c, "mopd", "opd", "mixture", k * len(DOMAINS), n)
+    mopd.run.score.signals = "mopd"  # each row's teacher = its domain's specialist
+    mopd.run.score.mopd.teachers = json.dumps({d: {"path": f"stage:rl_{d}"} for d in DOMAINS})
+    c.eval.tasks = json.dumps(
+        {d: {"name": d, "options": TASK_OPTIONS[d]} for d in DOMAINS}, sort_keys=True
+    )
+    c.eval.num_problems = n["problems"]
+    c.eval.n_samples = 8
+    if variant == "pulse":
+        apply_pulse(c)
+        for name in c.stages:  # apply_pulse moved every stage to arithmetic
+            s = c.stages[name]
+            if s.kind != "merge":
+                task = "mixture" if name in ("base_sft", "mix", "mopd") else name[3:]
+                _task(s.run, task)
+        c.eval.tasks = json.dumps({d: {"name": d, "options": TASK_OPTIONS[d]} for d in DOMAINS})
+    return c

@@ -1,0 +1,158 @@
+"""The DPO stage: preference pairs from the current policy's verified rollouts.
+
+Each step samples G rollouts for each of B prompts with the current policy
+(the RL trainer's select/rollout stages), verifies them, and pairs within
+each prompt's group a correct response (chosen) with a wrong one (rejected)
+(`core.dpo.preference_pairs`, up to `dpo.pairs_per_group` pairs; groups that
+are all right or all wrong give none). The reference π_ref is the stage's
+start, frozen. The update minimises the DPO loss (`core.dpo.dpo_loss`, β =
+`dpo.beta`) over the step's pairs, `train.ppo_epochs` times.
+
+Paper-fixed (Rafailov et al. 2023): the loss, β, the frozen reference.
+Ours: pairs from verified on-policy rollouts (the staged SFT → DPO → RLVR
+pipelines of "Locked at the Entrance" give no pair construction); pairs of a
+group matched in sampling order; one update per pass over all pairs.
+
+`DPOTrainer` is the RL trainer with the batch and update stages replaced, so
+it keeps everything else of a run: checkpoints and bitwise resume, SIGTERM,
+evaluation, logs, report and export.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from flax import nnx
+
+from rlvr_jax.core import dpo
+from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.rl import build, signals
+from rlvr_jax.rl.trainer import Trainer
+
+_LENGTH_MULTIPLE = 32  # rows trimmed to a multiple of this width: few compiles
+
+
+def dpo_config() -> ml_collections.ConfigDict:
+    """An RL config plus `dpo.*`; the RL credit/loss/critic fields are unused. Locked."""
+    from rlvr_jax.pipeline.stages import rl_defaults
+
+    c = rl_defaults()
+    with c.unlocked():
+        c.dpo = ml_collections.ConfigDict()
+        c.dpo.beta = 0.1  # β (the DPO paper's and TRL's default)
+        c.dpo.label_smoothing = 0.0  # ε of conservative DPO (sigmoid loss)
+        c.dpo.loss_type = "sigmoid"  # one of core.dpo.LOSS_TYPES
+        c.dpo.pairs_per_group = 1  # the most pairs one prompt's group gives (ours)
+    c.train.num_minibatches = 1  # one update per pass over the step's pairs
+    c.lock()
+    return c
+
+
+def make_dpo_update(graphdef, optimizer, *, beta, label_smoothing, loss_type):
+    """Jitted `(state, rest, batch) -> (state, metrics)` on the pairs of one step.
+
+    `batch` holds [2P, T] rows (the P chosen responses, then the P rejected ones):
+    tokens_BxT, attention_mask_BxT, mask_BxT (response tokens), ref_logps_B (the
+    reference's sequence log-probs), and valid_P. The loss is the mean over the
+    valid pairs. `state` (an `rl.update.RLState`) is donated.
+    """
+
+    def loss_fn(params, rest, b):
+        model = nnx.merge(graphdef, params, rest)
+        seq = dpo.sequence_logps(
+            token_logps(model, b["tokens_BxT"], b["attention_mask_BxT"]), b["mask_BxT"]
+        )
+        p = seq.shape[0] // 2
+        ref = b["ref_logps_B"]
+        total, count, stats = dpo.dpo_loss(
+            seq[:p],
+            seq[p:],
+            ref[:p],
+            ref[p:],
+            b["valid_P"],
+            beta=beta,
+            label_smoothing=label_smoothing,
+            loss_type=loss_type,
+        )
+        return total / jnp.maximum(count, 1.0), (count, stats)
+
+    def update(state, rest, b):
+        (loss, (count, stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params, rest, b
+        )
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        n = jnp.maximum(count, 1.0)
+        metrics = {f"dpo_{k}": jnp.sum(v) / n for k, v in stats.items()}
+        metrics.update(loss=loss, pairs=count, grad_norm=optax.tree.norm(grads))
+        return state.replace(params=params, opt_state=opt_state), metrics
+
+    return jax.jit(update, donate_argnums=0)
+
+
+class DPOTrainer(Trainer):
+    """The RL trainer with DPO's batch (verified pairs + reference) and update."""
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir, allow_config_change=()):
+        super().__init__(config, workdir, allow_config_change)
+        d = config.dpo
+        if d.loss_type not in dpo.LOSS_TYPES:
+            raise ValueError(f"config.dpo.loss_type = {d.loss_type!r}; valid: {dpo.LOSS_TYPES}")
+        if d.beta <= 0 or not 0 <= d.label_smoothing < 0.5 or d.pairs_per_group < 1:
+            raise ValueError(
+                f"config.dpo: beta = {d.beta} must be > 0, label_smoothing = "
+                f"{d.label_smoothing} in [0, 0.5), pairs_per_group = {d.pairs_per_group} >= 1"
+            )
+        graphdef, params, _ = nnx.split(self.model, nnx.Param, ...)
+        # π_ref: the stage's start (the model as built, before any checkpoint restore).
+        self.dpo_ref = jax.tree.map(jnp.copy, params)
+        self.dpo_update = make_dpo_update(
+            graphdef,
+            build.policy_optimizer(config),
+            beta=float(d.beta),
+            label_smoothing=float(d.label_smoothing),
+            loss_type=d.loss_type,
+        )
+
+    def _batch(self, groups) -> dict[str, np.ndarray]:
+        """The step's pairs as [2P, T] rows (chosen, then rejected) with reference log-probs."""
+        g = groups.trim(_LENGTH_MULTIPLE)
+        chosen, rejected, valid = dpo.preference_pairs(
+            g.correct,
+            g.group,
+            g.valid,
+            num_groups=g.num_groups,
+            pairs_per_group=self.c.dpo.pairs_per_group,
+        )
+        rows = np.concatenate([chosen, rejected])
+        tokens, attn = g.tokens[rows], g.attention_mask[rows]
+        mask = (g.response_mask & g.valid[:, None])[rows]
+        ref_BxT = signals.map_row_chunks(
+            self.scorer, (self.dpo_ref, self.rest), (tokens, attn), chunk=len(rows)
+        )
+        ref_B = np.asarray(dpo.sequence_logps(ref_BxT, mask), np.float32)
+        return dict(
+            tokens_BxT=tokens,
+            attention_mask_BxT=attn,
+            mask_BxT=mask,
+            ref_logps_B=ref_B,
+            valid_P=valid,
+        )
+
+    def _optimize(self, b: dict[str, np.ndarray], step: int) -> dict[str, Any]:
+        if not b["valid_P"].any():
+            return {"pairs": 0.0}
+        totals: dict[str, float] = {}
+        for epoch in range(self.c.train.ppo_epochs):
+            self.state, metrics = self.dpo_update(self.state, self.rest, b)
+            metrics = jax.device_get(metrics)
+            # Before anything of this step can be saved: parameters and grad norm sane.
+            self.io.check_update(self.state, metrics, step + 1, epoch)
+            for k, v in metrics.items():
+                totals[k] = totals.get(k, 0.0) + float(v) / self.c.train.ppo_epochs
+        return totals

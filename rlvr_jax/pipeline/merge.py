@@ -1,0 +1,148 @@
+"""Model merging: combine specialists fine-tuned from one base into one HF checkpoint.
+
+Fusion's "Merge" paradigm: specialists θ_1..θ_n trained from a common base θ_0
+(e.g. one RL run per domain) are combined without further training. A merge
+method is registered in `MERGES` and works on flat dicts {HF tensor name:
+np.ndarray} (the names and layouts of `model.safetensors`; 2-D "*.weight"
+entries are the weight matrices):
+
+  @MERGES.register("my_method", alpha=0.5)
+  def fn(base, specialists, lambdas, *, alpha) -> merged
+
+`base` is θ_0, `specialists` a list of such dicts, `lambdas` one weight λ_d
+per specialist; hparams are the method's registered defaults (they become the
+merge stage's `config.<method>.*`). The result must have base's names, shapes
+and dtypes. `merge_checkpoints` loads the directories, merges and writes the
+result with the base's config and tokenizer. All checkpoints are held in host
+memory at once (ours; fine for the models here).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+
+import numpy as np
+from flax import nnx
+
+from rlvr_jax.models import load_pretrained, save_pretrained
+from rlvr_jax.models.checkpoint import hf_name
+from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.rl.registry import Registry
+
+MERGES = Registry("merge method")
+
+
+@MERGES.register("task_arithmetic")
+def task_arithmetic(base, specialists, lambdas):
+    """Task arithmetic: θ = θ_0 + Σ_d λ_d·(θ_d − θ_0) (Ilharco et al., 2023).
+
+    Computed in float64 as Σ_d λ_d·θ_d + (1 − Σ_d λ_d)·θ_0 (the same value) with
+    zero-weight terms left out, so a one-hot λ returns that specialist bitwise
+    and λ = 0 returns the base bitwise.
+    """
+    weights = [(float(lam), spec) for lam, spec in zip(lambdas, specialists, strict=True)]
+    weights.append((1.0 - float(sum(lambdas)), base))
+    out = {}
+    for name, b in base.items():
+        terms = [lam * np.asarray(t[name], np.float64) for lam, t in weights if lam != 0.0]
+        out[name] = (sum(terms[1:], terms[0]) if terms else np.zeros(b.shape)).astype(b.dtype)
+    return out
+
+
+def model_tensors(model: Transformer) -> dict[str, np.ndarray]:
+    """{HF tensor name: NumPy array in the HF layout} of a model's parameters."""
+    out = {}
+    for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+        name, transpose = hf_name(path)
+        arr = np.asarray(var[...])
+        out[name] = arr.T if transpose else arr
+    return out
+
+
+def set_model_tensors(model: Transformer, tensors: dict[str, np.ndarray]) -> None:
+    """Replaces the model's parameters by `tensors` (HF names and layout), in place."""
+    flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
+    leaves = []
+    for path, var in flat:
+        name, transpose = hf_name(path)
+        arr = tensors[name].T if transpose else tensors[name]
+        leaves.append(var.replace(np.asarray(arr, dtype=var.dtype)))
+    nnx.update(model, nnx.from_flat_state(list(zip(flat.paths, leaves, strict=True))))
+
+
+def merge_tensors(
+    base: dict[str, np.ndarray],
+    specialists: Sequence[dict[str, np.ndarray]],
+    lambdas: Sequence[float],
+    *,
+    method: str = "task_arithmetic",
+    hparams: dict | None = None,
+) -> dict[str, np.ndarray]:
+    """Runs merge `method` and checks its result against the base.
+
+    Args:
+      base: θ_0 as {name: array}.
+      specialists: θ_1..θ_n, each with base's names and shapes.
+      lambdas: λ_1..λ_n.
+      method: a name in MERGES.
+      hparams: the method's hyperparameters (default: its registered defaults).
+    Returns:
+      The merged {name: array}, with base's names, shapes and dtypes.
+    """
+    entry = MERGES.get(method)
+    if len(lambdas) != len(specialists) or not specialists:
+        raise ValueError(
+            f"merge: {len(lambdas)} lambdas for {len(specialists)} specialists; need one "
+            "λ per specialist (at least one)"
+        )
+    for i, spec in enumerate(specialists):
+        bad = sorted(set(base) ^ set(spec)) + [
+            n for n in base if n in spec and spec[n].shape != base[n].shape
+        ]
+        if bad:
+            raise ValueError(
+                f"merge: specialist {i} does not match the base's tensors ({bad[:4]}): "
+                "specialists must be fine-tunes of the same architecture"
+            )
+    merged = entry.fn(base, list(specialists), tuple(float(x) for x in lambdas), **(hparams or {}))
+    for name, b in base.items():
+        m = merged.get(name)
+        if m is None or m.shape != b.shape or m.dtype != b.dtype:
+            raise ValueError(f"merge method {method!r} returned a bad tensor {name!r}")
+    return merged
+
+
+def merge_checkpoints(
+    base_dir,
+    specialist_dirs: Sequence,
+    lambdas: Sequence[float],
+    out_dir,
+    *,
+    method: str = "task_arithmetic",
+    hparams: dict | None = None,
+) -> None:
+    """Merges HF checkpoint directories into `out_dir` (the base's config and tokenizer).
+
+    Args:
+      base_dir: θ_0's directory (config.json, safetensors, tokenizer file).
+      specialist_dirs: the specialists' directories (same architecture).
+      lambdas: one λ per specialist.
+      out_dir: written under a temporary name, then renamed (replacing it).
+      method, hparams: see `merge_tensors`.
+    """
+    from rlvr_jax.train.warmstart import load_model_tokenizer, save_tokenizer
+
+    model, config = load_pretrained(base_dir)
+    base = model_tensors(model)
+    specialists = [model_tensors(load_pretrained(d)[0]) for d in specialist_dirs]
+    merged = merge_tensors(base, specialists, lambdas, method=method, hparams=hparams)
+    set_model_tensors(model, merged)
+    out = os.fspath(out_dir)
+    tmp = out.rstrip("/") + f".tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_pretrained(model, config, tmp)
+    save_tokenizer(load_model_tokenizer(base_dir), tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)

@@ -1,0 +1,447 @@
+"""Silent no-op guards for every registered score signal: signal → its method, vs GRPO.
+
+Each signal runs on constructed rollouts and feeds the credit transform or loss
+that reads it; where the method must differ from GRPO it does, by an amount
+computed by hand from the signal's documented output, and where it must reduce
+to GRPO (no mistake located, one cue cluster, a context without privileged
+information, β = 0, ...) it does: to 1e-6 for the task-read signals, to 2e-5
+for the model ones (the privileged-context rows are scored in another padding
+layout, which moves float32 attention sums by ~1e-6 per logit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rlvr_jax.rl.methods  # noqa: F401  (registers the signals)
+from rlvr_jax import tasks
+from rlvr_jax.rl import config as config_lib
+from rlvr_jax.rl import credit, objectives, signals
+from rlvr_jax.rl.methods import model_signals as ms
+from rlvr_jax.tasks import arithmetic
+from rlvr_jax.train import warmstart
+
+from .test_model_signals import _groups as model_groups
+from .test_model_signals import _trainer
+from .test_task_signals import CHARS, GOOD1, P1, _compute, _problem
+from .test_task_signals import _groups as task_groups
+
+TOL = dict(rtol=1e-6, atol=1e-6)
+MODEL_TOL = dict(rtol=0, atol=2e-5)
+ARITH = arithmetic.ArithmeticTask()
+HINT_TPL = "{prompt}\n{hint}"
+
+
+def _grpo(rewards, group, valid, mask):
+    entry = credit.ESTIMATORS.get("grpo")
+    adv, _ = entry.fn(
+        np.asarray(rewards, np.float32),
+        np.asarray(group, np.int32),
+        np.asarray(valid, bool),
+        mask,
+        num_groups=int(np.max(group)) + 1,
+        values_BxT=None,
+        **entry.defaults,
+    )
+    return np.asarray(adv)
+
+
+def _apply(name, adv, fields, **hp):
+    params = {name: {**credit.TRANSFORMS.get(name).defaults, **hp}}
+    return np.asarray(credit.apply_transforms([name], adv, fields, params))
+
+
+def _task_case(names, responses, group, problems, rewards=None, **options):
+    """(signal fields, batch fields, GRPO advantages) of hand-written responses."""
+    g = task_groups(CHARS, ARITH, problems, responses, group)
+    if rewards is not None:
+        g.rewards = np.asarray(rewards, np.float32)
+        g.correct = g.rewards > 0
+    out = _compute(names, ARITH, CHARS, g, **options)
+    mask = g.response_mask & g.valid[:, None]
+    fields = dict(
+        tokens_BxT=g.tokens,
+        mask_BxT=mask,
+        rewards_B=g.rewards,
+        correct_B=g.correct,
+        group_B=g.group,
+        valid_B=g.valid,
+        **out,
+    )
+    return out, fields, _grpo(g.rewards, g.group, g.valid, mask)
+
+
+# ------------------------------------------------------------------ task-read signals
+BAD_LINE2 = "7 + 5 = 12\n12 * 3 = 35\nAnswer: 31"  # first mistake at response token 11
+BAD_LINE1 = "7 + 5 = 13\n13 * 3 = 39\nAnswer: 35"  # at token 0
+
+
+def first_mistake_differs():
+    # Row 1's first 11 tokens (the correct line "7 + 5 = 12\n") flip from −|A| to +|A|.
+    out, f, a = _task_case(
+        "first_mistake", [GOOD1, BAD_LINE2, GOOD1, BAD_LINE1], [0] * 4, [_problem(P1)]
+    )
+    np.testing.assert_array_equal(out["first_mistake_B"], [-1, 11, -1, 0])
+    got = _apply("cliff", a, f)
+    cols = np.flatnonzero(f["mask_BxT"][1])  # row 1's response columns
+    head, tail = cols[:11], cols[11:]
+    assert (a[1, cols] < 0).all()
+    np.testing.assert_allclose(got[1, head] - a[1, head], -2 * a[1, head], **TOL)
+    np.testing.assert_allclose(got[1, tail], a[1, tail], **TOL)
+    others = [0, 2, 3]  # correct rows, and row 3 (mistake at 0: all of it stays negative)
+    np.testing.assert_allclose(got[others], a[others], **TOL)
+
+
+def first_mistake_reduces():
+    # Correct rollouts get −1 (no mistake) and keep A_i exactly: with every wrong row's
+    # mistake at token 0, Cliff is GRPO.
+    out, f, a = _task_case(
+        "first_mistake", [GOOD1, BAD_LINE1, GOOD1, BAD_LINE1], [0] * 4, [_problem(P1)]
+    )
+    np.testing.assert_array_equal(out["first_mistake_B"], [-1, 0, -1, 0])
+    np.testing.assert_allclose(_apply("cliff", a, f), a, **TOL)
+
+
+P2 = "(7 + 5) * (3 + 4)"
+LEFT = "7 + 5 = 12\n3 + 4 = 7\n12 * 7 = 84\nAnswer: 84"
+RIGHT = "3 + 4 = 7\n7 + 5 = 12\n12 * 7 = 84\nAnswer: 84"
+WRONG = "3 + 4 = 7\n7 + 5 = 12\n12 * 7 = 83\nAnswer: 83"
+
+
+def cue_differs():
+    # Correct rows LEFT, RIGHT, LEFT (cues 0, 1, 0): sizes 2, 1, 2, w = (.5, 1, .5), the
+    # positive mass 3a kept: scales (.75, 1.5, .75); the wrong row keeps its A.
+    out, f, a = _task_case("cue", [LEFT, RIGHT, LEFT, WRONG], [0] * 4, [_problem(P2)])
+    np.testing.assert_array_equal(out["cue_B"][:3], [0, 1, 0])
+    got = _apply("cue_grpo", a, f)
+    np.testing.assert_allclose(got[:3], a[:3] * np.array([0.75, 1.5, 0.75])[:, None], rtol=1e-5)
+    np.testing.assert_allclose(got[3], a[3], **TOL)
+
+
+def cue_reduces():
+    _, f, a = _task_case("cue", [LEFT, LEFT, LEFT, WRONG], [0] * 4, [_problem(P2)])
+    np.testing.assert_allclose(_apply("cue_grpo", a, f), a, **TOL)
+
+
+def answers_differs():
+    # GOOD1's answer "32" is its last two characters before the end-of-turn token: those
+    # two tokens lose their advantage, nothing else moves.
+    out, f, a = _task_case("answers", [GOOD1, BAD_LINE2], [0, 0], [_problem(P1)])
+    n = len(GOOD1)
+    np.testing.assert_array_equal(out["answer_start_B"][0], n - 2)
+    np.testing.assert_array_equal(out["answer_end_B"][0], n)
+    got = _apply("answer_mask", a, f)
+    cols = np.flatnonzero(f["mask_BxT"][0])
+    want = a.copy()
+    want[0, cols[n - 2 : n]] = 0
+    want[1, np.flatnonzero(f["mask_BxT"][1])[len(BAD_LINE2) - 2 :][:2]] = 0
+    np.testing.assert_allclose(got, want, **TOL)
+
+
+def answers_reduces():
+    # No answer line: no span, the mask is GRPO.
+    out, f, a = _task_case(
+        "answers", ["12 * 3 = 36", "7 + 5 = 12"], [0, 0], [_problem(P1)], rewards=[1, 0]
+    )
+    np.testing.assert_array_equal(out["answer_start_B"], [-1, -1])
+    np.testing.assert_allclose(_apply("answer_mask", a, f), a, **TOL)
+
+
+def pair_compare_differs():
+    # Answers (32, 32, 31, 35): consensus (.5, .5, .25, .25); rows 0, 1 beat rows 2, 3 and
+    # 2, 3 tie: win rates (1, 1, 1/6, 1/6); λ = .5 → r' = (.75, .75, .2083, .2083).
+    rs = ["Answer: 32", "Answer: 32", "Answer: 31", "Answer: 35"]
+    out, f, _ = _task_case("answers,pair_compare", rs, [0] * 4, [_problem(P1)])
+    got = _apply("om_grpo_contrast", None, f, mask_answer=False)
+    r = np.array([0.75, 0.75, 0.125 + 0.25 / 3, 0.125 + 0.25 / 3])
+    want = (r - r.mean()) / (r.std(ddof=1) + 1e-6)
+    np.testing.assert_allclose(got, want[:, None] * f["mask_BxT"], rtol=1e-5, atol=1e-6)
+
+
+def pair_compare_reduces():
+    # One answer per group: no pair is compared, r' = consensus: OM-GRPO exactly.
+    rs = ["Answer: 32", "Answer: 32", "Answer: 9", "Answer: 9"]
+    out, f, _ = _task_case("answers,pair_compare", rs, [0, 0, 1, 1], [_problem(P1)] * 2)
+    assert not out["pair_compared_BxB"].any()
+    np.testing.assert_allclose(
+        _apply("om_grpo_contrast", None, f), _apply("om_grpo", None, f), **TOL
+    )
+
+
+def branches_differs():
+    # Group 0: "12 + 1" / "12 - 1" share "12 " (node at 3, rewards 1, 0: CBV .5); group 1:
+    # "5 5" / "5 6" share "5 " (node at 2, rewards 1, 1: CBV 0), "7" / "7 8" share "7"
+    # (node at 1, rewards 1, 0: CBV .5). Mean CBV 1/3: factors 1.5, .1 (clipped), 1.5 on
+    # each node's continuation; a later row's shared prefix gets 0 (credited once).
+    rs = ["12 + 1", "12 - 1", "9", "8", "5 5", "5 6", "7", "7 8"]
+    rewards = [1, 0, 1, 0, 1, 1, 1, 0]
+    out, f, a = _task_case("branches", rs, [0] * 4 + [1] * 4, [_problem(P1)] * 2, rewards)
+    got = _apply("cbpo", a, f)
+    want = a.copy()
+    cols = [np.flatnonzero(m) for m in f["mask_BxT"]]
+    for row, pos, factor in [
+        (0, 3, 1.5),
+        (1, 3, 1.5),
+        (4, 2, 0.1),
+        (5, 2, 0.1),
+        (6, 1, 1.5),
+        (7, 1, 1.5),
+    ]:
+        want[row, cols[row][pos:]] *= factor
+    for row, start in [(1, 3), (5, 2), (7, 1)]:
+        want[row, cols[row][:start]] = 0
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def branches_reduces():
+    # No two responses of a group share a first token: no node, CBPO is GRPO.
+    rs = ["12 + 1", "9 - 1", "3", "8"]
+    out, f, a = _task_case("branches", rs, [0] * 4, [_problem(P1)], [1, 0, 1, 0])
+    assert (out["branch_pos_K"] < 0).all() and (out["branch_start_B"] == 0).all()
+    np.testing.assert_allclose(_apply("cbpo", a, f), a, **TOL)
+
+
+# ----------------------------------------------------------------------- model signals
+@pytest.fixture(scope="module")
+def model_case():
+    """A tiny random policy on arithmetic, rollouts by hand, the trainer-scored batch."""
+    tokenizer = warmstart.default_tokenizer()
+    task = tasks.get("arithmetic", **warmstart.TASK_OPTIONS["arithmetic"])
+    tr = _trainer(tokenizer, task)
+    g = model_groups(tokenizer, task, np.random.default_rng(0))
+    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    g.rewards = g.correct.astype(np.float32)
+    mask = g.response_mask & g.valid[:, None]
+    b = {
+        "tokens_BxT": g.tokens,
+        "attention_mask_BxT": g.attention_mask,
+        "mask_BxT": mask,
+        "old_logps_BxT": np.where(mask, g.logps, 0.0).astype(np.float32),
+        "rollout_logps_BxT": g.logps,
+        "entropy_BxT": np.zeros(mask.shape, np.float32),
+        "rewards_B": g.rewards,
+        "correct_B": g.correct,
+        "group_B": g.group,
+        "valid_B": g.valid,
+        "step": 0,
+    }
+    ctx = signals.ScoreContext(config=config_lib.default_config(), trainer=tr)
+    a = _grpo(g.rewards, g.group, g.valid, mask)
+    return ctx, g, b, a
+
+
+def _no_hint(ctx):
+    """The context with a task whose hint is empty: "{prompt}{hint}" is the plain prompt."""
+    tr = types.SimpleNamespace(**vars(ctx.trainer))
+    tr.task = types.SimpleNamespace(name="arithmetic", hint=lambda p: "")
+    return dataclasses.replace(ctx, trainer=tr, cache={})
+
+
+def hint_differs(model_case):
+    # CPO's term is λ·tanh(ℓ^G − ℓ^S): the hinted view moves it off 0 on the policy itself.
+    ctx, g, b, a = model_case
+    out = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="")
+    got = _apply("cpo", a, {**b, **out})
+    d = out["hint_logps_BxT"] - b["old_logps_BxT"]
+    np.testing.assert_allclose(got - a, 0.1 * np.tanh(d) * b["mask_BxT"], rtol=1e-5, atol=1e-6)
+    assert np.abs(got - a).max() > 1e-3
+
+
+def hint_reduces(model_case):
+    ctx, g, b, a = model_case
+    out = ms.hint(_no_hint(ctx), g, b, template="{prompt}{hint}", correct_template="")
+    np.testing.assert_allclose(out["hint_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
+    np.testing.assert_allclose(_apply("cpo", a, {**b, **out}), a, **MODEL_TOL)
+
+
+def _teacher(ctx, g, b, template):
+    kw = dict(source="hint", domain="", role="teacher", path="", template=template)
+    return ms.teacher(ctx, g, b, **kw)
+
+
+def teacher_differs(model_case):
+    # The weighted-additive OPD baseline adds w·(ℓ^T − ℓ^S) with the self-teacher's ℓ^T.
+    ctx, g, b, a = model_case
+    out = _teacher(ctx, g, b, HINT_TPL)
+    got = _apply("opd_additive", a, {**b, **out}, weight=0.5)
+    d = out["teacher_logps_BxT"] - b["old_logps_BxT"]
+    np.testing.assert_allclose(got - a, 0.5 * d * b["mask_BxT"], rtol=1e-5, atol=1e-6)
+    assert np.abs(d).max() > 1e-3
+
+
+def teacher_reduces(model_case):
+    ctx, g, b, a = model_case
+    out = _teacher(_no_hint(ctx), g, b, "{prompt}{hint}")
+    np.testing.assert_allclose(_apply("opd_additive", a, {**b, **out}), a, **MODEL_TOL)
+
+
+def cscr_shift_differs(model_case):
+    # Weights w_t ∝ (1 + s_t)^−1, s_t = ½(|Δ⁺| + |Δ⁻|), renormalised to Σ_t w_t = n_i.
+    ctx, g, b, a = model_case
+    opts = signals.SIGNALS.get("cscr_shift").defaults
+    out = ms.cscr_shift(ctx, g, b, **opts)
+    got = _apply("cscr", a, {**b, **out})
+    m = b["mask_BxT"]
+    s = 0.5 * (np.abs(out["cf_shift_correct_BxT"]) + np.abs(out["cf_shift_incorrect_BxT"]))
+    w = np.where(m, 1.0 / (1.0 + s), 0)
+    w = w * m.sum(1, keepdims=True) / np.maximum(w.sum(1, keepdims=True), 1e-30)
+    np.testing.assert_allclose(got, w * a, rtol=1e-5, atol=1e-6)
+    rows = np.abs(a).max(1) > 0
+    assert np.abs(w[rows][m[rows]] - 1).max() > 1e-3
+
+
+def cscr_shift_reduces(model_case):
+    ctx, g, b, a = model_case
+    out = ms.cscr_shift(ctx, g, b, correct_template="{prompt}", incorrect_template="{prompt}")
+    np.testing.assert_allclose(out["cf_shift_correct_BxT"], 0, **MODEL_TOL)
+    np.testing.assert_allclose(_apply("cscr", a, {**b, **out}), a, rtol=1e-4, atol=2e-5)
+
+
+def _loss(name, b, a, extra):
+    entry = objectives.POLICY_LOSSES.get(name)
+    mb = {**b, "adv_BxT": a, **extra}
+    lp = jnp.asarray(b["old_logps_BxT"] + 0.2 * b["mask_BxT"])  # ρ = e^0.2 on every token
+    kw = {"mb": mb} if entry.requires else {}
+    return np.asarray(entry.fn(lp, b["old_logps_BxT"], a, b["mask_BxT"], **kw, **entry.defaults)[0])
+
+
+def behaviour_differs(model_case):
+    # OC-GRPO weights each token's PPO loss by clip(π_old/μ, 0, 2), μ the guided view.
+    ctx, g, b, a = model_case
+    out = ms.behaviour(ctx, g, b, context="Answer: {solution}")
+    w = np.clip(np.exp(b["old_logps_BxT"] - out["behaviour_logps_BxT"]), 0, 2) * b["mask_BxT"]
+    got = _loss("oc_grpo", b, a, out)
+    np.testing.assert_allclose(got, w * _loss("ppo_clip", b, a, {}), rtol=1e-5, atol=1e-6)
+    assert np.abs(w[b["mask_BxT"]] - 1).max() > 1e-3
+
+
+def behaviour_reduces(model_case):
+    # Plain rollouts: μ = the sampler's log-probs = π_old here, w = 1: PPO clip.
+    ctx, g, b, a = model_case
+    out = ms.behaviour(ctx, g, b, context="")
+    np.testing.assert_allclose(_loss("oc_grpo", b, a, out), _loss("ppo_clip", b, a, {}), **TOL)
+
+
+def _gar(ctx, g, b, **hp):
+    opts = {**signals.SIGNALS.get("gar").defaults, "chunk": 64, **hp}
+    return signals.SIGNALS.get("gar").fn(ctx, g, b, **opts)
+
+
+def gar_differs(model_case):
+    # Passing rows get 1 + β·max(0, a − m): here every group has ≤ 1 passing row, so the
+    # bonus is β·max(0, cos): ≥ 0, > 0 somewhere, and the rewards of passing rows differ.
+    ctx, g, b, _ = model_case
+    out = _gar(ctx, g, b, beta=0.5)
+    passed = b["correct_B"] & b["valid_B"]
+    bonus = out["rewards_B"][passed] - 1.0
+    assert (bonus >= 0).all() and (bonus <= 0.5 + 1e-6).all() and bonus.max() > 0
+    assert np.ptp(out["rewards_B"][passed]) > 0
+    np.testing.assert_array_equal(out["rewards_B"][~passed], b["rewards_B"][~passed])
+
+
+def gar_reduces(model_case):
+    # β = 0: the verifier's reward exactly; the forward's old log-probs are the scorer's.
+    ctx, g, b, _ = model_case
+    out = _gar(ctx, g, b, beta=0.0)
+    np.testing.assert_array_equal(out["rewards_B"], b["rewards_B"])
+    np.testing.assert_allclose(out["old_logps_BxT"], b["old_logps_BxT"], rtol=1e-5, atol=1e-5)
+
+
+# MOPD: the mixture task's two domains, each routed to a pretrained teacher directory.
+_MIX_DOMAINS = ("arithmetic", "knights_knaves")
+
+
+def _mopd(model_case, teacher_for):
+    """(fields, batch, GRPO adv) of MOPD on mixture rollouts; teacher_for(domain) -> HF dir."""
+    import json
+    import tempfile
+
+    from rlvr_jax.models import save_pretrained
+    from rlvr_jax.rl.methods import mopd
+
+    ctx, _, _, _ = model_case
+    tr = ctx.trainer
+    mix = tasks.get(
+        "mixture",
+        domains=_MIX_DOMAINS,
+        domain_options={d: warmstart.TASK_OPTIONS[d] for d in _MIX_DOMAINS},
+    )
+    g = model_groups(tr.tokenizer, mix, np.random.default_rng(3), prompts=6, g=2)
+    assert {mix.domain_of(p) for p in g.problems} == set(_MIX_DOMAINS)
+    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    g.rewards = (np.arange(len(g.group)) % 2).astype(np.float32)  # one right, one wrong
+    g.correct = g.rewards > 0
+    mask = g.response_mask & g.valid[:, None]
+    b = dict(
+        tokens_BxT=g.tokens,
+        attention_mask_BxT=g.attention_mask,
+        mask_BxT=mask,
+        old_logps_BxT=np.where(mask, g.logps, 0.0).astype(np.float32),
+        rewards_B=g.rewards,
+        correct_B=g.correct,
+        group_B=g.group,
+        valid_B=g.valid,
+    )
+    root = tempfile.mkdtemp(prefix="mopd_noop_")
+    spec = {}
+    for d in _MIX_DOMAINS:
+        model = teacher_for(d)
+        save_pretrained(model, model.config, f"{root}/{d}")
+        warmstart.save_tokenizer(tr.tokenizer, f"{root}/{d}")
+        spec[d] = {"path": f"{root}/{d}"}
+    fresh = dataclasses.replace(ctx, cache={})
+    out = mopd.mopd(fresh, g, b, teachers=json.dumps(spec), domain_key="domain")
+    return out, b, _grpo(g.rewards, g.group, g.valid, mask)
+
+
+def mopd_differs(model_case):
+    # Routed to two other random teachers, opd_additive adds w·(ℓ^T − ℓ^S) per token.
+    from rlvr_jax.models import init_model
+
+    tr = model_case[0].trainer
+    out, b, a = _mopd(model_case, lambda d: init_model(tr.model.config, seed=7 + len(d)))
+    got = _apply("opd_additive", a, {**b, **out}, weight=0.5)
+    d = out["teacher_logps_BxT"] - b["old_logps_BxT"]
+    np.testing.assert_allclose(got - a, 0.5 * d * b["mask_BxT"], rtol=1e-5, atol=1e-6)
+    assert np.abs(d).max() > 1e-2
+
+
+def mopd_reduces(model_case):
+    # Every domain's teacher is the policy itself: ℓ^T = ℓ^S, so MOPD's OPD term vanishes.
+    tr = model_case[0].trainer
+    out, b, a = _mopd(model_case, lambda d: tr.model)
+    np.testing.assert_allclose(out["teacher_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
+    np.testing.assert_allclose(_apply("opd_additive", a, {**b, **out}), a, **MODEL_TOL)
+
+
+SIGNAL_CASES = {
+    "answers": (answers_differs, answers_reduces),
+    "behaviour": (behaviour_differs, behaviour_reduces),
+    "branches": (branches_differs, branches_reduces),
+    "cscr_shift": (cscr_shift_differs, cscr_shift_reduces),
+    "cue": (cue_differs, cue_reduces),
+    "first_mistake": (first_mistake_differs, first_mistake_reduces),
+    "gar": (gar_differs, gar_reduces),
+    "hint": (hint_differs, hint_reduces),
+    "mopd": (mopd_differs, mopd_reduces),
+    "pair_compare": (pair_compare_differs, pair_compare_reduces),
+    "teacher": (teacher_differs, teacher_reduces),
+}
+TASK_SIGNALS = ("answers", "branches", "cue", "first_mistake", "pair_compare")
+
+
+@pytest.mark.parametrize("name", TASK_SIGNALS)
+@pytest.mark.parametrize("case", ["differs", "reduces"])
+def test_task_signal(name, case):
+    SIGNAL_CASES[name][case == "reduces"]()
+
+
+@pytest.mark.parametrize("name", sorted(set(SIGNAL_CASES) - set(TASK_SIGNALS)))
+@pytest.mark.parametrize("case", ["differs", "reduces"])
+def test_model_signal(name, case, model_case):
+    SIGNAL_CASES[name][case == "reduces"](model_case)
