@@ -2,7 +2,7 @@
 
 The student samples; the loss is the full-vocabulary reverse KL
 KL(π_θ ‖ π_T)_t = Σ_v π_θ(v)(log π_θ(v) − log π_T(v)) at every response token
-(loss "opd_full_kl", chunked over the vocabulary: `core.opd.chunked_reverse_kl`).
+(loss "opd_full_kl", chunked over the vocabulary: `models.vocab.reverse_kl`).
 The teacher enters as its final hidden states (score signal "teacher_hidden")
 and its output kernel.
 No verifier enters the update (rl_coef = 0); the sampled-token OPD reward of

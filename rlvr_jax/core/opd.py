@@ -185,60 +185,8 @@ def opd_plateaued(scores: Sequence[float], *, delta: float = 0.0, patience: int 
 
 
 # ------------------------------------------------------------- distribution-level KL
-_NEG = -1e30  # a finite -inf: exp() underflows to 0 and differences stay finite
-
-
-def chunked_reverse_kl(h_s_BxTxD, w_s_DxV, h_t_BxTxE, w_t_ExV, *, chunk: int = 8192):
-    """Full-vocabulary KL(π_s ‖ π_t)_t = Σ_v π_s(v)·(log π_s(v) − log π_t(v)), chunked over V.
-
-    The logits are h·W; no [B, T, V] array is formed: a scan over vocabulary
-    chunks keeps each distribution's running max and Σ exp (the online
-    softmax) and A = Σ_v exp(s_v − m_s)·(s_v − t_v), so that
-    KL = A / Z_s − log Z_s + log Z_t. The scan body is rematerialised
-    (`jax.checkpoint`), so the backward pass recomputes each chunk's logits
-    instead of storing them. Differentiable in the student's h and W; the
-    teacher's arguments are stop-gradient.
-
-    Args:
-      h_s_BxTxD, w_s_DxV: the student's final hidden states and output kernel.
-      h_t_BxTxE, w_t_ExV: the teacher's (same V; any width E).
-      chunk: vocabulary columns per scan step.
-    Returns:
-      kl_BxT float32 ≥ 0 (up to rounding).
-    """
-    v = w_s_DxV.shape[1]
-    if w_t_ExV.shape[1] != v:
-        raise ValueError(f"student and teacher vocabularies differ: {v} vs {w_t_ExV.shape[1]}")
-    chunk = max(1, min(int(chunk), v))
-    n = -(-v // chunk)
-    pad = ((0, 0), (0, n * chunk - v))
-    w_s = jnp.pad(w_s_DxV, pad)
-    w_t = jax.lax.stop_gradient(jnp.pad(w_t_ExV, pad))
-    h_s = h_s_BxTxD
-    h_t = jax.lax.stop_gradient(h_t_BxTxE)
-
-    @jax.checkpoint
-    def body(carry, j):
-        m_s, z_s, a, m_t, z_t = carry
-        cols = j * chunk + jnp.arange(chunk)
-        valid = cols < v
-        ws = jax.lax.dynamic_slice_in_dim(w_s, j * chunk, chunk, axis=1)
-        wt = jax.lax.dynamic_slice_in_dim(w_t, j * chunk, chunk, axis=1)
-        s = jnp.einsum("btd,dc->btc", h_s, ws.astype(h_s.dtype), preferred_element_type=_F32)
-        t = jnp.einsum("bte,ec->btc", h_t, wt.astype(h_t.dtype), preferred_element_type=_F32)
-        s, t = jnp.where(valid, s, _NEG), jnp.where(valid, t, _NEG)
-        m_s2, m_t2 = jnp.maximum(m_s, s.max(-1)), jnp.maximum(m_t, t.max(-1))
-        e = jnp.exp(s - m_s2[..., None])
-        scale = jnp.exp(m_s - m_s2)
-        a = a * scale + jnp.sum(jnp.where(valid, e * (s - t), 0.0), -1)
-        z_s = z_s * scale + e.sum(-1)
-        z_t = z_t * jnp.exp(m_t - m_t2) + jnp.exp(t - m_t2[..., None]).sum(-1)
-        return (m_s2, z_s, a, m_t2, z_t), None
-
-    shape = h_s.shape[:2]
-    neg, zero = jnp.full(shape, _NEG, _F32), jnp.zeros(shape, _F32)
-    (m_s, z_s, a, m_t, z_t), _ = jax.lax.scan(body, (neg, zero, zero, neg, zero), jnp.arange(n))
-    return a / z_s - (m_s + jnp.log(z_s)) + (m_t + jnp.log(z_t))
+# The full-vocabulary reverse KL and the teacher's top-k are `models.vocab.reverse_kl`
+# and `models.vocab.topk_logps` (chunked over the vocabulary, forward and backward).
 
 
 def gather_logits(h_BxTxD, w_DxV, ids_BxTxK):
@@ -262,45 +210,3 @@ def topk_reverse_kl(student_logits_BxTxK, teacher_logps_BxTxK):
     ls = jax.nn.log_softmax(jnp.asarray(student_logits_BxTxK, _F32), axis=-1)
     lt = jax.nn.log_softmax(jax.lax.stop_gradient(jnp.asarray(teacher_logps_BxTxK, _F32)), -1)
     return jnp.sum(jnp.exp(ls) * (ls - lt), axis=-1)
-
-
-def chunked_topk_logps(h_BxTxD, w_DxV, k: int, *, chunk: int = 8192):
-    """The k most likely next tokens and their log-probs, chunked over V (no gradient).
-
-    Args:
-      h_BxTxD, w_DxV: final hidden states and output kernel (logits h·W).
-      k: tokens per position (≤ V).
-      chunk: vocabulary columns per scan step (≥ k).
-    Returns:
-      (logps_BxTxK float32 descending, ids_BxTxK int32).
-    """
-    h, w = jax.lax.stop_gradient(h_BxTxD), jax.lax.stop_gradient(w_DxV)
-    v = w.shape[1]
-    if not 0 < k <= v:
-        raise ValueError(f"top-k k={k} must be in [1, V={v}]")
-    chunk = max(k, min(int(chunk), v))
-    n = -(-v // chunk)
-    w = jnp.pad(w, ((0, 0), (0, n * chunk - v)))
-
-    def body(carry, j):
-        m, z, vals, ids = carry
-        cols = j * chunk + jnp.arange(chunk)
-        wc = jax.lax.dynamic_slice_in_dim(w, j * chunk, chunk, axis=1)
-        s = jnp.einsum("btd,dc->btc", h, wc.astype(h.dtype), preferred_element_type=_F32)
-        s = jnp.where(cols < v, s, _NEG)
-        m2 = jnp.maximum(m, s.max(-1))
-        z = z * jnp.exp(m - m2) + jnp.exp(s - m2[..., None]).sum(-1)
-        cv, ci = jax.lax.top_k(s, k)
-        top, pos = jax.lax.top_k(jnp.concatenate([vals, cv], -1), k)  # earlier ids win ties
-        ids = jnp.take_along_axis(jnp.concatenate([ids, cols[ci]], -1), pos, -1)
-        return (m2, z, top, ids), None
-
-    b, t = h.shape[:2]
-    init = (
-        jnp.full((b, t), _NEG, _F32),
-        jnp.zeros((b, t), _F32),
-        jnp.full((b, t, k), _NEG, _F32),
-        jnp.zeros((b, t, k), jnp.int32),
-    )
-    (m, z, vals, ids), _ = jax.lax.scan(body, init, jnp.arange(n))
-    return vals - (m + jnp.log(z))[..., None], ids.astype(jnp.int32)

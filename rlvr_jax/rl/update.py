@@ -22,7 +22,7 @@ from jax import lax
 from rlvr_jax import sharding
 from rlvr_jax.core import hl_gauss
 from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
-from rlvr_jax.models.scoring import logps_from_logits, token_logps
+from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import objectives
 
 
@@ -195,19 +195,20 @@ def make_update(
     def policy_loss_fn(params, rest, mb, denom):
         model = nnx.merge(graphdef, params, rest)
         tokens, attn = mb["tokens_BxT"], mb["attention_mask_BxT"]
+        out = token_logps(
+            model, tokens, attn, with_entropy=with_entropy, return_hidden=needs_hidden
+        )
         if needs_hidden:
-            fwd = model.forward(tokens, attn, return_hidden=True)
-            out = logps_from_logits(fwd.logits, tokens, attn, with_entropy=with_entropy)
+            *out, hidden = out
+            out = tuple(out) if with_entropy else out[0]
             kernel = model.output_kernel()
             mb = dict(
                 mb,
-                hidden_BxTxD=jnp.pad(fwd.hidden[:, :-1], ((0, 0), (1, 0), (0, 0))),
+                hidden_BxTxD=hidden,
                 output_kernel_DxV=kernel,
                 teacher_kernel_DxV=jax.lax.stop_gradient(kernel),
                 **loss_consts,
             )
-        else:
-            out = token_logps(model, tokens, attn, with_entropy=with_entropy)
         logps, ent = out if with_entropy else (out, None)
         return objectives.policy_loss(spec, logps, mb, denom, ent)
 

@@ -336,7 +336,8 @@ def test_hint_diagnostics_are_the_noise_and_agreement_kernels(setup):
     lp = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="", diagnostics=True)
     lp = lp["hint_logps_BxT"]
     got = dict(ctx.metrics)
-    first = locators.first_mistake(ctx, g, b)["first_mistake_B"]
+    exact = dict(locator="exact", error_rate=0.0, judge_domain="", judge_role="judge")
+    first = locators.first_mistake(ctx, g, b, **exact, judge_max_new_tokens=8)["first_mistake_B"]
     assert (first >= 0).any()  # random responses: the locator finds mistakes
     m, old, ok = b["mask_BxT"], b["old_logps_BxT"], b["correct_B"]
     want = dict(opsa.teacher_noise_stats(lp, old, ok, m))

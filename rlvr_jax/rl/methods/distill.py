@@ -41,6 +41,7 @@ from rlvr_jax.core import opd
 from rlvr_jax.core import opsa as opsa_lib
 from rlvr_jax.core import rstg as rstg_lib
 from rlvr_jax.core import saf_opd as saf_lib
+from rlvr_jax.models import vocab
 from rlvr_jax.rl import objectives
 from rlvr_jax.rl.credit import TRANSFORMS
 
@@ -245,9 +246,9 @@ def opd_full_kl(logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, *, mb, chunk, **hp)
 
     loss_t = rl_coef·PPO(A_t) + kl_coef·KL_t on `rows` ("all"; H²SD's failure
     side: "failed"), KL_t = Σ_v π_θ(v)(log π_θ(v) − log π_T(v))
-    (`core.opd.chunked_reverse_kl`: no [B, T, V] array, forward or backward).
+    (`models.vocab.reverse_kl`: no [B, T, V] array, forward or backward).
     """
-    kl = opd.chunked_reverse_kl(
+    kl = vocab.reverse_kl(
         mb[HIDDEN], mb[KERNEL], mb["teacher_hidden_BxTxD"], mb[TEACHER_KERNEL], chunk=chunk
     )
     return _kl_loss(kl, logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, mb, hp)

@@ -11,8 +11,8 @@ pretrained directory, or the policy itself under a privileged view (source
 "hint", re-laid out like `model_signals.policy_context_logps`). Entry t is the
 state that predicts token t, so the fields align with the log-probs. Neither
 ever forms a [B, T, V] array: the top-k is chunked over the vocabulary
-(`core.opd.chunked_topk_logps`), and the hidden states are the compact form of
-the full distribution.
+(`models.vocab.topk_logps`), and the hidden states are the compact form of the
+full distribution.
 """
 
 from __future__ import annotations
@@ -22,28 +22,27 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr_jax.core import opd
+from rlvr_jax.models.scoring import token_logps, topk_logps
 from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods.model_signals import load_teacher, map_back, relayout, render_prompts
 from rlvr_jax.train import privileged
 
 
-def make_state_fn(graphdef, *, topk: int = 0, chunk: int = 8192):
+def make_state_fn(graphdef, *, topk: int = 0):
     """Jitted `(params, rest, tokens, attn)` -> the model's next-token states, aligned like logps.
 
-    topk = 0: the final hidden states [B, T, D] (entry t predicts token t; 0 at
-    t = 0). topk > 0: the k most likely tokens' log-probs and ids packed as one
-    float32 [B, T, 2K] array (ids < 2^24 are exact; `unpack_topk`), from
-    `core.opd.chunked_topk_logps` (chunked over the vocabulary).
+    topk = 0: the final hidden states [B, T, D] float32 (entry t predicts token
+    t; 0 at t = 0; `scoring.token_logps(return_hidden=True)`). topk > 0: the k
+    most likely tokens' log-probs and ids (`scoring.topk_logps`, chunked over
+    the vocabulary) packed as one float32 [B, T, 2K] array (ids < 2^24 are
+    exact; `unpack_topk`).
     """
 
     def states(params, rest, tokens, attn):
         model = nnx.merge(graphdef, params, rest)
-        h = model.forward(tokens, attn, return_hidden=True, logits="none").hidden
-        h = jnp.pad(h[:, :-1], ((0, 0), (1, 0), (0, 0)))
         if not topk:
-            return h.astype(jnp.float32)
-        lp, ids = opd.chunked_topk_logps(h, model.output_kernel(), topk, chunk=chunk)
+            return token_logps(model, tokens, attn, return_hidden=True)[1].astype(jnp.float32)
+        lp, ids = topk_logps(model, tokens, attn, topk)
         return jnp.concatenate([lp, ids.astype(jnp.float32)], -1)
 
     return jax.jit(states)
