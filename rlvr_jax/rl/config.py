@@ -334,10 +334,11 @@ def validate(c: ml_collections.ConfigDict) -> None:
                 "only a label-free reward may (score.signals with one of "
                 f"{LABEL_FREE_SIGNALS} or credit.transforms with one of {LABEL_FREE_TRANSFORMS})"
             )
-        if c.select.name in scheduled.SCHEDULED:
+        if c.select.name != "uniform":
             raise ValueError(
-                f"config.task.train_split = {c.task.train_split!r}: the stateful schedulers "
-                f"(select.name = {c.select.name!r}) draw train-split prompts; use 'uniform'"
+                f"config.task.train_split = {c.task.train_split!r} needs select.name = "
+                f"'uniform' (got {c.select.name!r}: dynamic sampling filters groups by the "
+                "verifier's rewards, and the stateful schedulers draw train-split prompts)"
             )
     choice("select.name", c.select.name, select.SELECTORS + scheduled.SCHEDULED)
     choice("select.estimator", c.select.estimator, scheduled.ESTIMATOR_NAMES)

@@ -126,3 +126,26 @@ def test_self_teacher_pulse_logs_its_informativeness(name, tmp_path, monkeypatch
             moved = np.abs(adv - row[:, None])[m]
             assert moved.max() > 1e-3
             assert (np.sign(adv[m]) == np.sign(np.broadcast_to(row[:, None], adv.shape)[m])).all()
+
+
+def test_test_split_training_needs_a_label_free_reward_and_uniform_selection():
+    from rlvr_jax.rl import config as config_lib
+
+    c = config_lib.default_config()
+    c.task.train_split = "test"
+    with pytest.raises(ValueError, match="label-free"):
+        config_lib.validate(c)  # GRPO on the verifier's rewards would train on test labels
+    c.score.signals = "answers,majority_vote"
+    config_lib.validate(c)
+    c.select.name = "dynamic_sampling"
+    with pytest.raises(ValueError, match="uniform"):
+        config_lib.validate(c)
+    c.select.name = "uniform"
+    c.task.train_split = "dev"
+    with pytest.raises(ValueError, match="task.train_split"):
+        config_lib.validate(c)
+    for name in ("om_grpo/om_grpo", "om_grpo/om_grpo_contrast", "om_grpo/ttrl"):
+        ttt = load(name, "arithmetic+ttt")
+        config_lib.validate(ttt)
+        assert ttt.task.train_split == ttt.eval.split == "test"
+        assert ttt.task.train_size == ttt.eval.num_problems and ttt.task.name == "arithmetic"
