@@ -206,7 +206,7 @@ def _compile_train(config, optimizer, spec, mesh, rules, rows, length):
     if spec.kl_coef:
         mb["ref_logps_BxT"] = bxt(jnp.float32)
     if spec.tis_cap:
-        mb["rollout_logps_BxT"] = bxt(jnp.float32)
+        mb["behaviour_logps_BxT"] = bxt(jnp.float32)
     rest_sh = sharding.tree_shardings(rest, mesh, rules, strict=False)
     args = (_with_shardings(state, state_sh), _with_shardings(rest, rest_sh), None, mb)
     return update.jitted(state, rest, None).lower(*args).compile()
@@ -333,7 +333,7 @@ def policy_config(c, model: str = "") -> ModelConfig:
     import os
 
     from rlvr_jax.models import load_config, presets
-    from rlvr_jax.testing import tiny_config
+    from rlvr_jax.models.tiny import tiny_config
 
     if model:
         return presets.preset(model)

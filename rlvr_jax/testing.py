@@ -1,74 +1,29 @@
-"""Test doubles shared across the repo: tiny model configs, toy tokenizers, tiny HF checkpoints.
+"""Test doubles shared across the repo: tiny models, toy tokenizers, tiny HF checkpoints,
+a parity verifier for random policies, score contexts for signal tests.
 
 Everything here is small enough for a unit test on CPU (milliseconds to compile
 and run). `make_hf_checkpoint` needs the test-only dependencies torch and
-transformers and imports them lazily.
+transformers and imports them lazily. This module sits above every package
+(it builds their objects); the library never imports it.
 """
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.models.tiny import bench_config, tiny_config
 
-# Per-family architecture flags of the tiny configs (mirrors the real checkpoints).
-_FAMILY_FLAGS = {
-    "qwen3": dict(qk_norm=True, qkv_bias=False, tie_word_embeddings=False),
-    "qwen2": dict(qk_norm=False, qkv_bias=True, tie_word_embeddings=True),
-    "llama": dict(
-        qk_norm=False,
-        qkv_bias=False,
-        tie_word_embeddings=False,
-        rope_theta=500000.0,
-        rope_scaling={
-            "rope_type": "llama3",
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 64,
-        },
-    ),
-}
-
-
-def tiny_config(family: str = "qwen3", **overrides) -> ModelConfig:
-    """A ~50k-parameter config of the given family (head_dim != hidden/heads, GQA)."""
-    if family not in _FAMILY_FLAGS:
-        raise ValueError(f"unknown family {family!r}; choose from {sorted(_FAMILY_FLAGS)}")
-    fields = dict(
-        model_type=family,
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=128,
-        num_layers=2,
-        num_heads=4,
-        num_kv_heads=2,
-        head_dim=24,
-        rope_theta=10000.0,
-        rms_norm_eps=1e-6,
-        max_position_embeddings=512,
-        eos_token_id=2,
-        bos_token_id=1,
-        pad_token_id=0,
-    )
-    fields.update(_FAMILY_FLAGS[family])
-    fields.update(overrides)
-    return ModelConfig(**fields)
-
-
-def bench_config(size: str = "3m", family: str = "qwen3") -> ModelConfig:
-    """Configs of the sampler/trainer benchmarks ("3m", "30m", "100m": ~3M, ~30M, ~100M params)."""
-    sizes = {
-        "3m": dict(vocab_size=512, hidden_size=256, intermediate_size=768, num_layers=4,
-                   num_heads=8, num_kv_heads=4, head_dim=32),
-        "30m": dict(vocab_size=2048, hidden_size=512, intermediate_size=1536, num_layers=8,
-                    num_heads=8, num_kv_heads=4, head_dim=64),
-        "100m": dict(vocab_size=8192, hidden_size=768, intermediate_size=2304, num_layers=12,
-                     num_heads=12, num_kv_heads=4, head_dim=64),
-    }  # fmt: skip
-    if size not in sizes:
-        raise ValueError(f"unknown size {size!r}; choose from {sorted(sizes)}")
-    return tiny_config(family, max_position_embeddings=4096, **sizes[size])
+__all__ = [
+    "bench_config",
+    "make_hf_checkpoint",
+    "parity_score_rows",
+    "score_context",
+    "tiny_config",
+    "toy_tokenizer",
+]
 
 
 def toy_tokenizer(vocab_size: int | None = None):
@@ -100,3 +55,51 @@ def make_hf_checkpoint(path, config: ModelConfig, *, seed: int = 0, noise: float
     os.makedirs(path, exist_ok=True)
     model.save_pretrained(path)
     return model
+
+
+def parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
+    """`rollout.score.score_rows` for random policies: reward = parity of the token sum.
+
+    A random model never solves a task, so every group would be all-wrong and no
+    update would run; with this verifier (monkeypatch it over
+    `rlvr_jax.rollout.score.score_rows`) groups differ and every stage really runs.
+    Correct = reward 1; the reason is "parity".
+    """
+    from rlvr_jax.rollout.score import Verdicts
+
+    rewards = np.array([sum(ids) % 2 for ids in sampled_R], np.float64)
+    texts = [tokenizer.decode(list(ids)) for ids in sampled_R]
+    return Verdicts(rewards, rewards > 0, ["parity"] * len(rewards), texts)
+
+
+def score_context(model=None, tokenizer=None, task=None, *, chunk: int = 8, reference=False):
+    """A `rl.signals.ScoreContext` over a tiny model, for score-signal tests.
+
+    Args:
+      model: the policy (default: a tiny random Qwen3 over `tokenizer`'s vocabulary).
+      tokenizer: default `toy_tokenizer()`.
+      task: the run's task (default: arithmetic with its defaults).
+      chunk: rows per forward pass.
+      reference: also a reference scorer (a copy of the policy's weights).
+    Returns:
+      The ScoreContext (its `policy.fn` is the jitted trainer scorer, unsharded).
+    """
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from rlvr_jax import tasks
+    from rlvr_jax.models import init_model
+    from rlvr_jax.rl.signals import ScoreContext, Scorer
+    from rlvr_jax.rl.update import make_scorer
+
+    tokenizer = tokenizer or toy_tokenizer()
+    if model is None:
+        model = init_model(tiny_config(vocab_size=tokenizer.vocab_size), seed=0)
+    task = task or tasks.get("arithmetic")
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    policy = Scorer(make_scorer(graphdef), graphdef, params, rest, model.config, chunk)
+    ref = None
+    if reference:
+        ref = Scorer(policy.fn, graphdef, jax.tree.map(jnp.copy, params), rest, model.config, chunk)
+    return ScoreContext(tokenizer, task, policy, ref)

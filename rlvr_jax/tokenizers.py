@@ -427,3 +427,27 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         f"unrecognised tokenizer file {path}: expected a sentencepiece .model file or a "
         "Hugging Face tokenizer.json"
     )
+
+
+# -------------------------------------------------------------------- chat turns
+def end_of_turn_id(tokenizer: Tokenizer) -> int:
+    """The token closing an assistant turn: `<|im_end|>` if the vocabulary has it, else EOS."""
+    i = tokenizer.token_to_id(IM_END)
+    if i is None:
+        i = tokenizer.eos_id
+    if i is None:
+        raise ValueError(f"{type(tokenizer).__name__} has neither {IM_END} nor an EOS token")
+    return i
+
+
+def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """A user prompt rendered with the chat template, ending with the assistant header."""
+    return tokenizer.encode_chat([{"role": "user", "content": prompt}])
+
+
+def cut_at_stop(ids: Sequence[int], stop_ids: Sequence[int]) -> list[int]:
+    """`ids` up to (not including) the first stop token."""
+    for j, t in enumerate(ids):
+        if t in stop_ids:
+            return list(ids[:j])
+    return list(ids)

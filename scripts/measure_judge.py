@@ -23,9 +23,8 @@ import numpy as np
 
 from rlvr_jax.sampling.sampler import Sampler, SamplingParams
 from rlvr_jax.tasks.base import CORRECT
+from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
 from rlvr_jax.train import judge, warmstart
-from rlvr_jax.train.evaluate import cut_at_stop
-from rlvr_jax.train.sft import encode_prompt
 
 
 def wrong_samples(ws, task, *, problems: int, samples: int, seed: int, max_new_tokens: int):

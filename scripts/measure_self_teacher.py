@@ -39,13 +39,14 @@ from flax import nnx
 
 from rlvr_jax.core import opsa
 from rlvr_jax.models import load_pretrained
+from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods import model_signals, task_signals
 from rlvr_jax.rl.update import make_scorer
 from rlvr_jax.sampling.sampler import Sampler, SamplingParams
 from rlvr_jax.tasks.base import CORRECT
+from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
 from rlvr_jax.train import privileged, warmstart
-from rlvr_jax.train.evaluate import cut_at_stop, evaluate_task
-from rlvr_jax.train.sft import encode_prompt
+from rlvr_jax.train.evaluate import evaluate_task
 
 log = logging.getLogger(__name__)
 
@@ -125,9 +126,9 @@ def sign_agreement(model, tokenizer, task, args) -> dict:
         layout = model_signals.relayout(
             prompts, ro.tokens, ro.attention_mask, ro.prompt_mask, pad_id=pad
         )
-        lp = model_signals.score_rows(
-            scorer, params_, rest, layout.tokens, layout.attention_mask, chunk=64
-        )
+        lp = signals.map_row_chunks(
+            scorer, (params_, rest), (layout.tokens, layout.attention_mask), chunk=64
+        ).astype(np.float32)
         hint = model_signals.map_back(lp, layout, ro.tokens.shape[1])
         for name, arr in (
             ("hint", hint),

@@ -58,11 +58,11 @@ def summarize(workdir: Path, group_size: int) -> dict[str, float]:
     evals = [x for x in lines if x["split"] == "eval"]
     rollouts = effective = tokens = 0.0
     for x in train:
-        if "select/rollouts" in x:  # a scheduler (rlvr_jax.rl.scheduled)
+        if "select/rollouts" in x:  # a scheduler (rlvr_jax.rl.select)
             rollouts += x["select/rollouts"]
             effective += x["select/effective_groups"]
             tokens += x["select/tokens"]
-        else:  # uniform / dynamic sampling (rlvr_jax.rl.select): all sampled groups
+        else:  # runs logged before every select.name was a scheduler
             rollouts += x["sampled_groups"] * group_size
             effective += x["sampled_groups"] * (1 - x["zero_variance_groups"])
             tokens = float("nan")  # not logged for every sampled round

@@ -17,7 +17,7 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from rlvr_jax import sharding
-from rlvr_jax.models import init_model
+from rlvr_jax.models import init_model, sharded_init
 from rlvr_jax.models.lora import add_lora
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.rl import objectives
@@ -260,14 +260,14 @@ def test_sampler_matches_single_device(reference, shape):
 
 def test_init_sharded_builds_params_in_their_shards(reference):
     mesh = sharding.make_mesh((1, 8, 1))
-    graphdef, init = sharding.sharded_initializer(CFG, mesh, RULES, seed=0)
+    graphdef, init = sharded_init.sharded_initializer(CFG, mesh, RULES, seed=0)
     total = _nbytes(_abstract())
     # XLA's plan for the initialiser: each device's outputs and scratch are a
     # fraction of the model, so no device ever holds the whole thing.
     mem = init.lower().compile().memory_analysis()
     assert mem.output_size_in_bytes < total / 4
     assert mem.temp_size_in_bytes < total / 2
-    model = sharding.init_sharded(CFG, mesh, RULES, seed=0)
+    model = sharded_init.init_sharded(CFG, mesh, RULES, seed=0)
     got, want = _flat(nnx.state(model)), _flat(nnx.state(reference["model"]))
     assert got.keys() == want.keys()
     for k in want:

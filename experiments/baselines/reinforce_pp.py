@@ -25,4 +25,5 @@ def get_config(variant: str = ""):
     c.loss.name = "ppo_clip"
     c.loss.aggregation = "token-mean"
     c.loss.kl_reward_coef = 0.001  # β, KL in the reward
+    c.loss.kl_kind = "k1"  # the reward's KL estimator: log π_θ − log π_ref
     return apply_variant(c, variant)

@@ -2,16 +2,20 @@
 
 Reproduces, in miniature, GAPO against GRPO with a fixed clip: each rollout gets
 its own clip range that grows with its advantage, so rollouts carrying a large
-learning signal |A_i| get more update headroom. Report the clip fractions
-(clip_low_frac / clip_high_frac, the mean bounds eps_low / eps_high) and, with
-`core.gapo.clip_rate_by_success`, the clip rate by group success rate.
+learning signal |A_i| get more update headroom. Logged per step: the clip
+fractions (clip_low_frac / clip_high_frac), the mean bounds eps_low / eps_high,
+and the clip rates by group success rate as the paper reports them
+(clip_high_frac@pos_pass0-25 ... @pos_pass75-100 over correct, positive-advantage
+rollouts; clip_low_frac@neg_pass... over negative ones; score signal
+"group_success").
 
 Paper-fixed (abstract): keep the PPO / GSPO surrogate, adapt only the clip
 range per rollout, larger for larger |A_i|.
 Ours (docs/methods.md): ε_i = clip(ε·|A_i| / Ā, ε_min, ε_max) on each side, ε = 0.2 (the
 PPO value it adapts), [ε_min, ε_max] = [0.1, 0.5]; Ā = mean |A_j| over the
-micro-batch's rows with A_j ≠ 0 (loss.gapo.ref_scale = 0; set it > 0, e.g. 1 for
-std-normalised GRPO advantages, for bounds independent of the micro-batching).
+whole minibatch's rows with A_j ≠ 0, computed before its micro-batches (so the
+bounds do not depend on train.micro_batch_size; loss.gapo.ref_scale > 0, e.g. 1
+for std-normalised GRPO advantages, fixes Ā instead).
 GRPO advantages, G = 8, two minibatch updates per batch (so clipping is active),
 no KL (grpo.py's choices).
 
@@ -32,7 +36,8 @@ def get_config(variant: str = ""):
     c.loss.gapo.eps_high = 0.2  # ε_high at |A_i| = Ā
     c.loss.gapo.eps_min = 0.1  # ε_min (ours)
     c.loss.gapo.eps_max = 0.5  # ε_max (ours)
-    c.loss.gapo.ref_scale = 0.0  # Ā: 0 = the micro-batch's mean |A_j| over A_j ≠ 0
+    c.loss.gapo.ref_scale = 0.0  # Ā: 0 = the minibatch's mean |A_j| over A_j ≠ 0
+    c.score.signals = "group_success"  # for the clip rates by group success rate
     c.loss.aggregation = "seq-mean-token-mean"
     c.data.group_size = 8  # G
     c.train.num_minibatches = 2

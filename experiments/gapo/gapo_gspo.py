@@ -6,8 +6,9 @@ s_i = exp(mean_t log ρ_{i,t}) is adapted per rollout,
 
 Paper-fixed (abstract): the adaptive per-rollout clip on the GSPO surrogate.
 Ours: ε_low / ε_high = GSPO's 3e-4 / 4e-4 at |A_i| = Ā, [ε_min, ε_max] =
-[1.5e-4, 1e-3] (half and 2.5× GSPO's high range); Ā over the micro-batch
-(ref_scale = 0); the mean over sequences ("seq-mean-token-mean"), GRPO
+[1.5e-4, 1e-3] (half and 2.5× GSPO's high range); Ā over the whole minibatch
+(ref_scale = 0; split-invariant); the clip rates by group success rate logged as
+in gapo.py (signal "group_success"); the mean over sequences ("seq-mean-token-mean"), GRPO
 advantages, G = 8, no KL.
 
 Command: python -m rlvr_jax.main --config=experiments/gapo/gapo_gspo.py --workdir=runs/gapo_gspo
@@ -26,7 +27,8 @@ def get_config(variant: str = ""):
     c.loss.gapo_gspo.eps_high = 4e-4  # ε_high on s_i at |A_i| = Ā
     c.loss.gapo_gspo.eps_min = 1.5e-4  # ε_min (ours)
     c.loss.gapo_gspo.eps_max = 1e-3  # ε_max (ours)
-    c.loss.gapo_gspo.ref_scale = 0.0  # Ā: the micro-batch's
+    c.loss.gapo_gspo.ref_scale = 0.0  # Ā: the minibatch's
+    c.score.signals = "group_success"  # for the clip rates by group success rate
     c.loss.aggregation = "seq-mean-token-mean"  # (1/G) Σ_i loss_i
     c.data.group_size = 8  # G
     c.train.num_minibatches = 2

@@ -1,25 +1,29 @@
-"""LSPO (LoRA Scaffolded Policy Optimization), update part, on the warm-start Countdown base.
+"""LSPO (LoRA Scaffolded Policy Optimization) on the warm-start Countdown base.
 
-LSPO detects all-fail prompts, fits a throw-away LoRA adapter on their reference
-solutions, re-rolls them with base + adapter, splices the successes into the
-batch and trains the base with a truncated importance correction
-π_base / π_adapter (loss "lspo": PPO clip × a length-normalised sequence weight,
-`core.off_context`); μ comes from the score signal "behaviour".
+LSPO recovers the gradient of "cliff" prompts (every rollout of the group
+failed): it fits a throw-away LoRA adapter on their reference solutions,
+re-rolls them with base + adapter, splices the successes into the batch and
+trains the base with a truncated importance correction π_base / π_adapter
+(loss "lspo": PPO clip × a length-normalised sequence weight, `core.off_context`).
 
-What this run reproduces: the importance-corrected update only. The rollout
-stage has no adapter re-rolls yet, so every row is on-policy, μ = the
-sampler's log-probs, and the weight is 1 exactly: the run equals GRPO with the
-token clip. When the re-roll stage records the adapter's sampling log-probs
-as the rows' rollout log-probs, this config trains LSPO unchanged.
-
-Paper-fixed (abstract): importance correction π_base/π_adapter, truncated; the
-GRPO step on the base only.
-Ours: the decoupled PPO form, a length-normalised sequence weight (level
-"sequence"), cap C = 2, floor 0, ε = 0.2; GRPO advantages, G = 8.
+Paper-fixed (abstract): detect cliff prompts each step, fit a small LoRA
+adapter by a brief supervised step on their ground-truth solutions, re-roll
+with base + adapter, splice the successful completions with an importance
+correction, take the GRPO step on the base alone, discard the adapter.
+Ours: the rollout "lora_scaffold" (`rlvr_jax.rollout.scaffold`): rank 8,
+α = 16, 8 Adam steps at lr 1e-3 on every projection, G re-rolls per cliff,
+at most G/2 successes spliced per group (so it stays mixed); the adapter is
+re-initialised every step and never enters the trainer's state; π_base is
+recomputed by the trainer (loss.recompute_old_logps). The decoupled PPO form,
+a length-normalised sequence weight (level "sequence"), cap C = 2, floor 0,
+ε = 0.2; GRPO advantages, G = 8.
+Logged per step: cliff groups (rollout/cliff_groups), groups rescued by the
+scaffold (rollout/scaffold_groups), the spliced rows' weights
+(is_weight@scaffold, is_truncated@scaffold).
 
 Command: python -m rlvr_jax.main --config=experiments/lspo/lspo.py --workdir=runs/lspo
-Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
-Runtime: not measured; grpo.py's.
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps). Single process only.
+Runtime: not measured (grpo.py's plus the adapter fit and re-rolls on steps with cliffs).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
@@ -27,8 +31,15 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 def get_config(variant: str = ""):
     c = default_config()
-    c.score.signals = "behaviour"  # behaviour_logps_BxT = log μ (the sampler's)
-    c.score.behaviour.context = ""
+    c.rollout.name = "lora_scaffold"
+    s = c.rollout.lora_scaffold
+    s.rank = 8  # LoRA rank (ours)
+    s.alpha = 16.0  # LoRA α (ours)
+    s.steps = 8  # supervised adapter steps per RL step (ours; the paper's "brief" step)
+    s.lr = 1e-3  # their learning rate (ours)
+    s.rerolls = 0  # re-rolls per cliff prompt (0 = G)
+    s.max_splice = 0  # successes spliced per group (0 = G/2)
+    c.loss.recompute_old_logps = True  # π_old = π_base (μ: base + adapter on spliced rows)
     c.credit.name = "grpo"
     c.loss.name = "lspo"
     c.loss.lspo.cap = 2.0  # C (ours)

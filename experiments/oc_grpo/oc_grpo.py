@@ -1,28 +1,28 @@
-"""OC-GRPO (Off-Context GRPO), update part, on the warm-start Countdown base.
+"""OC-GRPO (Off-Context GRPO) on the warm-start Countdown base: guided rollouts, unguided objective.
 
-OC-GRPO generates rollouts with privileged guidance (a solution prefix) in the
-prompt and trains the unguided policy on them, the PPO surrogate weighted by a
-truncated importance weight w = π_old(·|x) / μ(·|x, guide) (loss "oc_grpo",
-`core.off_context`); μ comes from the score signal "behaviour".
+OC-GRPO generates some rollouts with privileged guidance (a reference-solution
+prefix) in the prompt and trains the unguided policy on them, the PPO surrogate
+weighted by a truncated importance weight w = π_old(y_t|x) / μ(y_t|x, guide)
+(loss "oc_grpo", `core.off_context`).
 
-What this run reproduces: the importance-corrected update only. The rollout
-stage has no guided generation yet, so the rollouts here are on-policy,
-μ = the sampler's own log-probs (score.behaviour.context = ""), and w = 1
-exactly: the run equals GRPO with the token clip, a check that the off-context
-path is neutral on-policy. Once guided rollouts exist and keep their sampling
-log-probs, the same config trains OC-GRPO; if the batch instead holds the
-unguided prompt, set --config.score.behaviour.context="A solution:\\n{solution}"
-to rescore μ under the guided prompt. (Setting it on today's on-policy rollouts
-would weight them by a wrong μ.)
-
-Paper-fixed (abstract): guided rollouts, ratio to the unguided prompt,
-importance-corrected and truncated.
-Ours: the decoupled PPO form, token-level weights (level "token"), cap C = 2,
-floor 0, ε = 0.2; GRPO advantages, G = 8.
+Paper-fixed (abstract): guided rollouts from the prompt with privileged
+guidance (e.g. solution prefixes), the objective of the unguided prompt, an
+importance-corrected, truncated update.
+Ours: the rollout "guided" (`rlvr_jax.rollout.guided`) guides the first half of
+every group (rollout.guided.fraction = 0.5) with the prompt
+"{prompt}\\nThe solution begins:\\n{solution_prefix}", the first half of the
+reference solution's lines (prefix_frac = 0.5); each guided row keeps the
+log-probs it was sampled with as μ and is laid out with the unguided prompt,
+whose π_old the trainer recomputes (loss.recompute_old_logps). The decoupled
+PPO form, token-level weights (level "token"), cap C = 2, floor 0, ε = 0.2;
+GRPO advantages, G = 8.
+Logged per step: the guided rows' weight mean and truncated share
+(is_weight@guided, is_truncated@guided), their reward and pass rate against the
+unguided rows (rollout/guided_reward, rollout/not_guided_reward, ...).
 
 Command: python -m rlvr_jax.main --config=experiments/oc_grpo/oc_grpo.py --workdir=runs/oc_grpo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
-Runtime: not measured; grpo.py's.
+Runtime: not measured (a grpo.py run plus one old-log-prob forward per step).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
@@ -30,8 +30,11 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 def get_config(variant: str = ""):
     c = default_config()
-    c.score.signals = "behaviour"  # behaviour_logps_BxT = log μ
-    c.score.behaviour.context = ""  # μ = the sampler's log-probs (see the docstring)
+    c.rollout.name = "guided"
+    c.rollout.guided.fraction = 0.5  # guided share of each group (ours)
+    c.rollout.guided.template = "{prompt}\nThe solution begins:\n{solution_prefix}"  # ours
+    c.rollout.guided.prefix_frac = 0.5  # share of the reference solution's lines (ours)
+    c.loss.recompute_old_logps = True  # π_old on the unguided prompt (μ: the guided one)
     c.credit.name = "grpo"
     c.loss.name = "oc_grpo"
     c.loss.oc_grpo.cap = 2.0  # C: truncation of w (ours)

@@ -78,6 +78,9 @@ CORPUS_TASKS: tuple[tuple[str, dict], ...] = (
     ("spy_describe", {"spy_knows": True}),
     ("math_file", {}),  # the shipped sample file
 )
+# Tasks whose text is that of the tasks above (a mixture of domains; multilingual
+# arithmetic with a language per problem): the corpus needs no entry of their own.
+COMPOSED_TASKS = frozenset({"mixture", "multilingual_mix"})
 
 # ChatML rendering lives on the Tokenizer base class and does not depend on the
 # vocabulary, so any instance renders exactly what every tokenizer renders.

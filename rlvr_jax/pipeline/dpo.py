@@ -119,8 +119,11 @@ class DPOTrainer(Trainer):
             loss_type=d.loss_type,
         )
 
-    def _batch(self, groups) -> dict[str, np.ndarray]:
+    # The RL stages, replaced: score builds the preference pairs, credit has nothing to
+    # assign, update takes DPO steps. (The returned dict is DPO's own batch, not rl.Batch.)
+    def score(self, groups, fields, step) -> dict[str, np.ndarray]:
         """The step's pairs as [2P, T] rows (chosen, then rejected) with reference log-probs."""
+        del fields, step
         g = groups.trim(_LENGTH_MULTIPLE)
         chosen, rejected, valid = dpo.preference_pairs(
             g.correct,
@@ -133,7 +136,7 @@ class DPOTrainer(Trainer):
         tokens, attn = g.tokens[rows], g.attention_mask[rows]
         mask = (g.response_mask & g.valid[:, None])[rows]
         ref_BxT = signals.map_row_chunks(
-            self.scorer, (self.dpo_ref, self.rest), (tokens, attn), chunk=len(rows)
+            self.score_ctx.policy.fn, (self.dpo_ref, self.rest), (tokens, attn), chunk=len(rows)
         )
         ref_B = np.asarray(dpo.sequence_logps(ref_BxT, mask), np.float32)
         return dict(
@@ -144,7 +147,11 @@ class DPOTrainer(Trainer):
             valid_P=valid,
         )
 
-    def _optimize(self, b: dict[str, np.ndarray], step: int) -> dict[str, Any]:
+    def credit(self, batch, step, num_groups):
+        del step, num_groups
+        return batch
+
+    def update(self, b: dict[str, np.ndarray], step: int) -> dict[str, Any]:
         if not b["valid_P"].any():
             return {"pairs": 0.0}
         totals: dict[str, float] = {}

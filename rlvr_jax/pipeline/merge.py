@@ -29,7 +29,7 @@ from flax import nnx
 from rlvr_jax.models import load_pretrained, save_pretrained
 from rlvr_jax.models.checkpoint import hf_name
 from rlvr_jax.models.transformer import Transformer
-from rlvr_jax.rl.registry import Registry
+from rlvr_jax.registry import Registry
 
 MERGES = Registry("merge method")
 
@@ -49,6 +49,20 @@ def task_arithmetic(base, specialists, lambdas):
         terms = [lam * np.asarray(t[name], np.float64) for lam, t in weights if lam != 0.0]
         out[name] = (sum(terms[1:], terms[0]) if terms else np.zeros(b.shape)).astype(b.dtype)
     return out
+
+
+@MERGES.register("iso", retraction="polar")
+def iso(base, specialists, lambdas, *, retraction):
+    """ISO-Merger (`rlvr_jax.optim.iso_merge`): the base's spectrum, the frame changes merged.
+
+    Every attention / MLP projection keeps the base's singular values and merges
+    the specialists' frames (U, V) with λ, then retracts them ("polar" or "qr");
+    the other tensors are merged as task vectors.
+    """
+    from rlvr_jax.optim import HF_INCLUDE, iso_merge
+
+    merged = iso_merge(base, specialists, lambdas, include=HF_INCLUDE, retraction=retraction)
+    return {k: np.asarray(v, base[k].dtype) for k, v in merged.items()}
 
 
 def model_tensors(model: Transformer) -> dict[str, np.ndarray]:

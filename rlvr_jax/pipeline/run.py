@@ -52,9 +52,10 @@ def _flat(d: dict, prefix: str = "") -> dict:
 def _check_config(workdir: Path, c: ml_collections.ConfigDict, allow=()) -> None:
     """Refuses a workdir holding another pipeline.
 
-    Free to change: `eval.*`, and in every stage's run config what a single run
-    may change on resume (`run_io.RESUMABLE_PREFIXES`) or `allow` names (each
-    stage's RunIO then checks its own run).
+    Free to change: `eval.*`; stages appended after the saved ones; and in every
+    stage's run config what a single run may change on resume
+    (`run_io.RESUMABLE_PREFIXES`) or `allow` names (each stage's RunIO then
+    checks its own run).
     """
     import re
 
@@ -63,11 +64,18 @@ def _check_config(workdir: Path, c: ml_collections.ConfigDict, allow=()) -> None
     current = json.loads(c.to_json())
     path = workdir / CONFIG_FILE
     if path.is_file():
-        a, b = _flat(json.loads(path.read_text())), _flat(current)
+        saved = json.loads(path.read_text())
+        a, b = _flat(saved), _flat(current)
         fields = [*RESUMABLE_PREFIXES, *(f"{x}." for x in allow), *allow]
         free = re.compile(
             r"^(eval\.|stages\.[^.]+\.run\.(" + "|".join(map(re.escape, fields)) + "))"
         )
+        # Stages appended after the saved ones are new work, not a change of the old.
+        old, new = stage_names(ml_collections.ConfigDict(saved)), stage_names(c)
+        if new[: len(old)] == old:
+            added = tuple(f"stages.{n}." for n in new[len(old) :])
+            a, b = ({k: v for k, v in d.items() if k != "order"} for d in (a, b))
+            b = {k: v for k, v in b.items() if not k.startswith(added)} if added else b
         diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k) and not free.match(k))
         if diff:
             shown = ", ".join(f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in diff[:8])

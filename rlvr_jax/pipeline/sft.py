@@ -140,7 +140,7 @@ def sample_verified(
       One list per problem of (response text, correct) pairs.
     """
     from rlvr_jax.sampling import Sampler, SamplingParams
-    from rlvr_jax.train.evaluate import cut_at_stop
+    from rlvr_jax.tokenizers import cut_at_stop
 
     stop = tokenizer.stop_ids
     params = SamplingParams(
@@ -278,9 +278,9 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
         steps = c.train.steps if examples else 0
         if not examples:
             log.warning("sft stage %s has no examples: its export is its start", ctx.name)
-        state, start, preempted = _train(ctx, io, model, tokenizer, examples, steps)
+        step, preempted = _train(ctx, io, model, tokenizer, task, examples, steps)
         if preempted:
-            return {"preempted": True, "step": start}
+            return {"preempted": True, "step": step}
         final = _evaluate(c, model, tokenizer, task)
         io.log_eval(steps, final)
         io.finish(model, tokenizer)
@@ -289,8 +289,12 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
         io.close()
 
 
-def _train(ctx, io, model, tokenizer, examples, steps):
-    """The SFT loop from the last checkpoint; leaves the trained params in `model`."""
+def _train(ctx, io, model, tokenizer, task, examples, steps) -> tuple[int, bool]:
+    """The SFT loop from the last checkpoint; leaves the trained params in `model`.
+
+    Returns:
+      (the last step trained, whether a signal stopped it there).
+    """
     c = ctx.config
     encoded = [sft.encode_example(tokenizer, p, s) for p, s in examples]
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
@@ -304,7 +308,7 @@ def _train(ctx, io, model, tokenizer, examples, steps):
     position = _Position()
     state, start = io.restore(state, position)
     if not steps:
-        return state, 0, False
+        return 0, False
     longest = max(len(ids) for ids, _ in encoded)
     length = -(-longest // 8) * 8
     pad = tokenizer.pad_id if tokenizer.pad_id is not None else 0
@@ -316,8 +320,7 @@ def _train(ctx, io, model, tokenizer, examples, steps):
             m = {k: float(v) for k, v in jax.device_get(metrics).items()}
             if not math.isfinite(m["loss"]):
                 raise FloatingPointError(
-                    f"SFT loss is {m['loss']} at step {i + 1}; the last good checkpoint "
-                    f"(step {io.latest_step()}) is intact"
+                    f"SFT loss is {m['loss']} at step {i + 1}; stopping. " + io.resume_hint()
                 )
             step = i + 1
             # Before anything of this step can be saved: parameters and grad norm sane.
@@ -327,11 +330,10 @@ def _train(ctx, io, model, tokenizer, examples, steps):
             io.log_train(step, steps, {k: m[k] for k in ("loss", "grad_norm", "num_tokens")})
             if c.eval.every and step % c.eval.every == 0 and step < steps:
                 nnx.update(model, jax.tree.map(jnp.copy, state.params))
-                task = tasks.get(c.task.name, **json.loads(c.task.options or "{}"))
                 io.log_eval(step, _evaluate(c, model, tokenizer, task))
             if step % c.checkpoint.every == 0 or step == steps or guard.requested:
                 io.save(step, state, position, m)
             if guard.requested:
-                return state, step, True
+                return step, True
     nnx.update(model, state.params)
-    return state, steps, False
+    return steps, False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 from typing import Any
@@ -16,6 +15,7 @@ from rlvr_jax import sharding, tasks
 from rlvr_jax.models import init_model, load_pretrained
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.rl.objectives import LossSpec
+from rlvr_jax.tasks.options import resolve_options
 from rlvr_jax.tokenizers import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]:
         return model, warmstart.load_model_tokenizer(m.path)
     if m.random_size != "tiny":
         raise ValueError(f"config.model.random_size = {m.random_size!r}; valid: tiny")
-    from rlvr_jax.testing import tiny_config
+    from rlvr_jax.models.tiny import tiny_config
 
     tokenizer = warmstart.default_tokenizer()
     config = tiny_config(
@@ -115,19 +115,8 @@ def build_mesh(c: ml_collections.ConfigDict) -> jax.sharding.Mesh:
 
 def task_options(c: ml_collections.ConfigDict) -> dict[str, Any]:
     """`config.task.options` (JSON), or the warm-start domain's options for its own task."""
-    from rlvr_jax.train import warmstart
-
-    if c.task.options:
-        try:
-            options = json.loads(c.task.options)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"config.task.options is not a JSON object: {e}") from None
-        if not isinstance(options, dict):
-            raise ValueError(f"config.task.options must be a JSON object, got {c.task.options!r}")
-        return options
-    if c.model.source == "warm_start" and c.model.domain == c.task.name:
-        return dict(warmstart.TASK_OPTIONS.get(c.task.name, {}))
-    return {}
+    domain = c.model.domain if c.model.source == "warm_start" else ""
+    return resolve_options(c.task.options, c.task.name, domain)
 
 
 def build_task(c: ml_collections.ConfigDict) -> tasks.Task:
@@ -141,7 +130,7 @@ def total_updates(c: ml_collections.ConfigDict) -> int:
 
 def policy_optimizer(c: ml_collections.ConfigDict):
     """The policy's optax optimizer from `config.optimizer`, scheduled over every update."""
-    from rlvr_jax.rl.update import build_optimizer
+    from rlvr_jax.optim import build_optimizer
 
     o = c.optimizer
     return build_optimizer(
@@ -154,6 +143,9 @@ def policy_optimizer(c: ml_collections.ConfigDict):
         b2=o.b2,
         weight_decay=o.weight_decay,
         clip_norm=o.clip_norm,
+        name=o.name,
+        muon=o.muon.to_dict(),
+        iso=o.iso.to_dict(),
     )
 
 

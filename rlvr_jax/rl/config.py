@@ -18,6 +18,7 @@ import math
 
 import ml_collections
 
+from rlvr_jax import optim
 from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
 
 MODEL_SOURCES = ("warm_start", "pretrained", "random")
@@ -31,7 +32,9 @@ def default_config() -> ml_collections.ConfigDict:
       A locked ConfigDict (unlock with `config.unlocked()` to add fields).
     """
     # The registries fill the sub-configs; importing `methods` registers the seed methods.
-    from rlvr_jax.rl import credit, methods, objectives, scheduled, signals  # noqa: F401
+    from rlvr_jax.rl import credit, methods, objectives, select, signals  # noqa: F401
+    from rlvr_jax.rollout import ROLLOUTS
+    from rlvr_jax.scheduling import SCHEDULERS
 
     c = ml_collections.ConfigDict()
     c.seed = 0  # model-free randomness: prompt order, sampling, minibatch order
@@ -67,27 +70,33 @@ def default_config() -> ml_collections.ConfigDict:
 
     # -------------------------------------------------------------------- select
     c.select = ml_collections.ConfigDict()
-    # "uniform", "dynamic_sampling" (DAPO), or a stateful scheduler of
-    # rlvr_jax.rl.scheduled.SCHEDULED (difficulty, sara, vigor, pair, leeps).
+    # A scheduler of rlvr_jax.scheduling.SCHEDULERS: "uniform" (the pipeline's next B
+    # prompts, G rollouts each), "dynamic_sampling" (DAPO), difficulty, sara, vigor,
+    # pair, leeps; its hyperparameters are config.select.<name>.*.
     c.select.name = "uniform"
-    # dynamic_sampling: drop groups whose rewards are all equal and sample more
-    # prompts until B groups are kept, at most `max_rounds` sampling rounds per step.
-    # Schedulers: the cap on select↔rollout rounds per step.
+    # Cap on select↔rollout rounds per step (dynamic_sampling: sampling rounds that
+    # refill the batch; uniform takes one round).
     c.select.max_rounds = 3
-    # Schedulers: cap on rollouts started per step (0 = 2·B·G); the ledger capacity.
+    # Cap on rollouts started per step, the ledger capacity (0 = the scheduler's
+    # default: 2·B·G; dynamic_sampling max_rounds·B·G).
     c.select.max_rollouts = 0
     # Schedulers with a difficulty estimator: "" (the scheduler's default), "beta"
     # (per-prompt Beta posterior) or "graph" (graph_difficulty: kNN graph + Potts prior).
     c.select.estimator = ""
-    for name in scheduled.SCHEDULED:  # each scheduler's hyperparameters (dataclass defaults)
-        c.select[name] = ml_collections.ConfigDict(scheduled.scheduler_defaults(name))
+    for name in SCHEDULERS:  # each scheduler's hyperparameters (dataclass defaults)
+        c.select[name] = ml_collections.ConfigDict(select.scheduler_defaults(name))
     # estimator "graph" (graph_difficulty): num_states K, neighbours k of the kNN graph,
     # coupling (Potts J), prior_strength (a0 + b0 per state), decay λ of the counts,
     # sweeps (mean-field sweeps per update) over nodes up to `hops` edges from the touched.
-    c.select.graph = ml_collections.ConfigDict(scheduled.estimator_defaults("graph"))
+    c.select.graph = ml_collections.ConfigDict(select.estimator_defaults("graph"))
 
     # ------------------------------------------------------------------- rollout
     c.rollout = ml_collections.ConfigDict()
+    # A plug-in of rlvr_jax.rollout.ROLLOUTS ("plain": sample the policy on each prompt);
+    # its options are config.rollout.<name>.*.
+    c.rollout.name = "plain"
+    for name in ROLLOUTS.names():
+        c.rollout[name] = ml_collections.ConfigDict(dict(ROLLOUTS.get(name).defaults))
     c.rollout.temperature = 1.0
     c.rollout.top_p = 1.0
     c.rollout.top_k = 0
@@ -127,14 +136,19 @@ def default_config() -> ml_collections.ConfigDict:
     # (Dr.GRPO's L_max; 0: rollout.max_new_tokens). Padding rows count in no denominator.
     c.loss.constant = 0.0
     c.loss.kl_coef = 0.0  # β of the KL-to-reference loss term (0 = no reference model)
-    c.loss.kl_kind = "k3"  # estimator of the KL loss term
+    c.loss.kl_kind = "k3"  # KL estimator (k1, k2, k3) of the loss term and of the reward penalty
     c.loss.kl_clamp = 10.0  # cap on each token's k3 value (verl's low_var_kl: 10; 0 = none)
-    c.loss.kl_reward_coef = 0.0  # β of a KL penalty subtracted from rewards (k1)
+    c.loss.kl_reward_coef = 0.0  # β of a KL penalty subtracted from rewards (loss.kl_kind)
     c.loss.entropy_coef = 0.0  # entropy bonus coefficient
     c.loss.tis_cap = 0.0  # truncated importance weight cap C for sampler/trainer mismatch (0 = off)
     c.loss.recompute_old_logps = False  # old log-probs from a trainer forward, not the sampler
 
     c.optimizer = ml_collections.ConfigDict()
+    # "adamw", "muon" (hidden matrices; AdamW elsewhere) or "iso" (isospectral: fixed
+    # singular values, the base optimizer moves the singular frames): rlvr_jax.optim.
+    c.optimizer.name = "adamw"
+    c.optimizer.muon = ml_collections.ConfigDict(optim.MUON_DEFAULTS)  # β, ns_steps, rms
+    c.optimizer.iso = ml_collections.ConfigDict(optim.ISO_DEFAULTS)  # base, retraction, include
     c.optimizer.lr = 1e-4
     c.optimizer.warmup_steps = 0  # in optimizer updates
     c.optimizer.schedule = "constant"  # "constant" or "cosine" (after warm-up)
@@ -305,7 +319,9 @@ LABEL_FREE_TRANSFORMS = ("om_grpo", "om_grpo_contrast")
 def validate(c: ml_collections.ConfigDict) -> None:
     """Checks choices and ranges; ValueError naming the field and the valid values."""
     from rlvr_jax import tasks
-    from rlvr_jax.rl import credit, objectives, scheduled, select, signals
+    from rlvr_jax.rl import credit, objectives, select, signals
+    from rlvr_jax.rollout import ROLLOUTS
+    from rlvr_jax.scheduling import SCHEDULERS
 
     def choice(field, value, valid):
         if value not in valid:
@@ -340,8 +356,10 @@ def validate(c: ml_collections.ConfigDict) -> None:
                 f"'uniform' (got {c.select.name!r}: dynamic sampling filters groups by the "
                 "verifier's rewards, and the stateful schedulers draw train-split prompts)"
             )
-    choice("select.name", c.select.name, select.SELECTORS + scheduled.SCHEDULED)
-    choice("select.estimator", c.select.estimator, scheduled.ESTIMATOR_NAMES)
+    choice("select.name", c.select.name, list(SCHEDULERS))
+    choice("rollout.name", c.rollout.name, ROLLOUTS.names())
+    _validate_rollout(c)
+    choice("select.estimator", c.select.estimator, select.ESTIMATOR_NAMES)
     choice("credit.name", c.credit.name, credit.ESTIMATORS.names())
     names = transform_names(c)
     for name in names:
@@ -353,6 +371,9 @@ def validate(c: ml_collections.ConfigDict) -> None:
     choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
     choice("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
     _check_ranges(c)
+    choice("optimizer.name", c.optimizer.name, optim.OPTIMIZERS)
+    choice("optimizer.iso.base", c.optimizer.iso.base, optim.ISO_BASES)
+    choice("optimizer.iso.retraction", c.optimizer.iso.retraction, optim.RETRACTIONS)
     from rlvr_jax import sharding
 
     choice("mesh.rules", c.mesh.rules, sorted(sharding.RULES))
@@ -402,29 +423,30 @@ def validate(c: ml_collections.ConfigDict) -> None:
             "config.loss.tis_cap needs config.loss.recompute_old_logps = True (TIS compares "
             "the trainer's log-probs with the sampler's)"
         )
-    if c.select.name in scheduled.SCHEDULED:
-        scheduled.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
-        if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
-            raise ValueError(
-                f"config.select.max_rollouts = {c.select.max_rollouts} is below "
-                f"config.data.group_size = {c.data.group_size}"
-            )
+    select.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
+    if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
+        raise ValueError(
+            f"config.select.max_rollouts = {c.select.max_rollouts} is below "
+            f"config.data.group_size = {c.data.group_size}"
+        )
     if c.select.name == "pair" and c.select.pair.prefix_tokens >= c.rollout.max_new_tokens:
         raise ValueError(
             f"config.select.pair.prefix_tokens = {c.select.pair.prefix_tokens} must be below "
             f"config.rollout.max_new_tokens = {c.rollout.max_new_tokens}"
         )
-    if "pair" in transform_names(c) and c.select.name != "pair":
-        raise ValueError(
-            "config.credit.transforms has 'pair' (pair-inclusion weights), which needs "
-            f"config.select.name = 'pair', got {c.select.name!r}"
-        )
     needed = {f"credit transform {n!r}": credit.TRANSFORMS.get(n).requires for n in names}
     needed[f"loss {c.loss.name!r}"] = objectives.POLICY_LOSSES.get(c.loss.name).requires
-    # The PAIR scheduler adds its own fields (incl_prob_B, candidates_B) to the batch.
-    sched_fields = ("incl_prob_B", "candidates_B") if c.select.name == "pair" else ()
-    needed = {k: tuple(f for f in v if f not in sched_fields) for k, v in needed.items()}
-    signals.check_fields(c, needed)
+    # Fields only a scheduler adds (PAIR's inclusion probabilities) need that scheduler.
+    own = SCHEDULERS[c.select.name].batch_fields
+    for consumer, fields in needed.items():
+        for name, sched in SCHEDULERS.items():
+            missing = [f for f in fields if f in sched.batch_fields and f not in own]
+            if missing:
+                raise ValueError(
+                    f"config: {consumer} needs {missing}, which the {name!r} scheduler adds; "
+                    f"it needs config.select.name = {name!r}, got {c.select.name!r}"
+                )
+    signals.check_fields(c, needed, available=own)
     if c.credit.name == "gae" and not c.critic.enabled:
         raise ValueError("config.credit.name = 'gae' needs a critic: set config.critic.enabled")
     from rlvr_jax.rl.critic import LOSSES as CRITIC_LOSSES
@@ -504,4 +526,49 @@ def _check_ranges(c: ml_collections.ConfigDict) -> None:
             "data.group_size",
             f">= 2 for the group-relative estimator config.credit.name = {c.credit.name!r} "
             "(one rollout per group gives every row a zero advantage)",
+        )
+
+
+def _validate_rollout(c: ml_collections.ConfigDict) -> None:
+    """The rollout plug-in's option ranges and what it needs from the other stages."""
+    name, r = c.rollout.name, c.rollout[c.rollout.name]
+
+    def within(field, lo, hi, lo_open=False):
+        v = r[field]
+        if v < lo or v > hi or (lo_open and v == lo):
+            bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+            raise ValueError(f"config.rollout.{name}.{field} = {v!r}; must be in {bound}")
+
+    if name == "latent_noise":
+        from rlvr_jax.rollout.noise import OLD_LOGPS
+
+        if r.old_logps not in OLD_LOGPS:
+            raise ValueError(
+                f"config.rollout.latent_noise.old_logps = {r.old_logps!r}; valid: "
+                f"{', '.join(OLD_LOGPS)}"
+            )
+        within("sigma", 0.0, 1e3)
+        within("fraction", 0.0, 1.0)
+    if name == "guided":
+        within("fraction", 0.0, 1.0, lo_open=True)
+        within("prefix_frac", 0.0, 1.0)
+    if name == "lora_scaffold":
+        for field in ("rank", "steps"):
+            within(field, 1, 1 << 16)
+        within("lr", 0.0, 1.0, lo_open=True)
+        for field in ("rerolls", "max_splice"):
+            within(field, 0, 1 << 16)
+    # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
+    # the trainer must score pi_old itself.
+    off_policy = name in ("guided", "lora_scaffold")
+    off_policy |= name == "latent_noise" and r.old_logps == "clean"
+    if off_policy and not c.loss.recompute_old_logps:
+        raise ValueError(
+            f"config.rollout.name = {name!r} samples from another context or weights than "
+            "pi_old: set config.loss.recompute_old_logps = True"
+        )
+    if name == "multi_turn" and c.reward.overlong_cache:
+        raise ValueError(
+            "config.reward.overlong_cache penalises one response's length; with "
+            "config.rollout.name = 'multi_turn' (responses over several turns) set it to 0"
         )

@@ -15,27 +15,18 @@ the estimator.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from rlvr_jax.core import advantages as adv_lib
-from rlvr_jax.rl.registry import Registry
+from rlvr_jax.registry import Registry
 
 ESTIMATORS = Registry("advantage estimator")
 # Token-level transforms chained after the estimator (config.credit.transforms):
-#   fn(adv_BxT, batch, **hp) -> adv_BxT
-# `batch` maps field names to arrays: the standard fields STANDARD_FIELDS, plus
-# whatever the score stage added (a transform lists those in `requires`).
+#   fn(adv_BxT, batch, **hp) -> adv_BxT      (+ step= if registered with uses_step)
+# `batch` is the `rl.batch.Batch` (fields by name): its declared fields, plus
+# whatever the score stage or the scheduler added (a transform lists those in
+# `requires`).
 TRANSFORMS = Registry("credit transform")
-STANDARD_FIELDS = (
-    "tokens_BxT",  # int32 token ids
-    "attention_mask_BxT",  # bool, real tokens
-    "mask_BxT",  # bool, the loss mask (sampled response tokens of valid rows)
-    "old_logps_BxT",  # float32 log π_old of each sampled token
-    "entropy_BxT",  # float32 entropy of π_old at each sampled position
-    "rewards_B",  # float32 shaped sequence rewards
-    "correct_B",  # bool, the verifier's verdict
-    "group_B",  # int32 group id
-    "valid_B",  # bool, real (not padding) rows
-)
 
 
 def _tokens(adv_B, mask_BxT):
@@ -123,18 +114,50 @@ def gae(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, gamma,
     return a, returns
 
 
-def apply_transforms(names: list[str], adv_BxT, batch, hparams) -> jnp.ndarray:
+def apply_transforms(names: list[str], adv_BxT, batch, hparams, *, step: int = 0):
     """Applies the token transforms `names` in order.
 
     Args:
       names: TRANSFORMS names.
       adv_BxT: the estimator's advantages.
-      batch: field name -> array (STANDARD_FIELDS and score-stage signals).
+      batch: the Batch (fields by name); rewards_B are the estimator's input.
       hparams: name -> that transform's hyperparameters.
+      step: the RL step (for transforms registered with `uses_step`).
     Returns:
       adv_BxT after every transform. ValueError if one needs a missing field.
     """
     for name in names:
         TRANSFORMS.check_requires(name, batch)
-        adv_BxT = TRANSFORMS.get(name).fn(adv_BxT, batch, **hparams[name])
+        entry = TRANSFORMS.get(name)
+        kw = {"step": step} if entry.uses_step else {}
+        adv_BxT = entry.fn(adv_BxT, batch, **hparams[name], **kw)
     return adv_BxT
+
+
+def assign(batch, *, estimator: str, hparams, transforms: list[str], step: int, num_groups: int):
+    """The credit stage: the estimator's advantages, then the transforms; a new Batch.
+
+    Args:
+      batch: the scored Batch (rewards_B, group_B, valid_B, mask_BxT; old_values_BxT
+        for "gae").
+      estimator: an ESTIMATORS name.
+      hparams: name -> hyperparameters, for the estimator and every transform.
+      transforms: TRANSFORMS names, in order.
+      step: the RL step.
+      num_groups: a static upper bound on the group ids.
+    Returns:
+      The Batch with adv_BxT (float32) and, for estimators that return them, returns_BxT.
+    """
+    adv, returns = ESTIMATORS.get(estimator).fn(
+        batch.rewards_B,
+        batch.group_B,
+        batch.valid_B,
+        batch.mask_BxT,
+        num_groups=num_groups,
+        values_BxT=batch.old_values_BxT,
+        **hparams[estimator],
+    )
+    if transforms:
+        adv = apply_transforms(transforms, adv, batch, hparams, step=step)
+    returns = None if returns is None else np.asarray(returns, np.float32)
+    return batch.replace(adv_BxT=np.asarray(adv, np.float32), returns_BxT=returns)

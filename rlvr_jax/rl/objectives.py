@@ -22,14 +22,20 @@ denominator so that micro-batches add up to the full-batch gradient.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 
 from rlvr_jax.core import losses
-from rlvr_jax.rl.registry import Registry
+from rlvr_jax.registry import Registry
 
 POLICY_LOSSES = Registry("policy loss")
+# Statistics a loss needs over the whole minibatch before its micro-batches run, like the
+# aggregation denominator (so they do not depend on the micro-batch split): loss name ->
+# fn(mb, **hparams) -> {name: scalar} over the minibatch's rows; the loss gets them as
+# `minibatch=`.
+MINIBATCH_STATS: dict[str, Callable[..., dict]] = {}
 
 
 @POLICY_LOSSES.register("ppo_clip", eps_low=0.2, eps_high=0.2, dual_clip=0.0)
@@ -109,30 +115,35 @@ class LossSpec:
     tis_cap: float = 0.0
 
 
-def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=None):
+def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=None, minibatch=None):
     """The policy loss of one (micro-)batch, normalised by the global denominator.
 
     Args:
       spec: LossSpec.
       logps_BxT: log π_θ of the tokens under the current parameters.
       mb: batch arrays: "mask_BxT" (loss mask), "old_logps_BxT", "adv_BxT", and when
-        used "ref_logps_BxT" (KL) and "rollout_logps_BxT" (TIS).
+        used "ref_logps_BxT" (KL) and "behaviour_logps_BxT" (TIS).
       denominator: the aggregation's denominator over the whole minibatch.
       entropy_BxT: per-token entropies (required when spec.entropy_coef > 0).
+      minibatch: the loss's `minibatch_stats` over the whole minibatch.
     Returns:
       (loss, sums): the scalar loss and {name: masked sum} of the per-token
       diagnostics (policy loss, KL, entropy, clip indicators, ratio) for logging.
+      A diagnostic "X@S" is a fraction over the subset S of tokens, counted by
+      the diagnostic "tokens@S".
     """
     mask = mb["mask_BxT"]
     entry = POLICY_LOSSES.get(spec.name)
     # Losses that read more than the standard fields (declared in `requires`) get the batch.
     extra = {"mb": mb} if entry.requires else {}
+    if spec.name in MINIBATCH_STATS:
+        extra["minibatch"] = minibatch
     pg_BxT, stats = entry.fn(
         logps_BxT, mb["old_logps_BxT"], mb["adv_BxT"], mask, **extra, **dict(spec.hparams)
     )
     if spec.tis_cap:
         w = losses.truncated_importance_weights(
-            mb["old_logps_BxT"], mb["rollout_logps_BxT"], mask, cap=spec.tis_cap
+            mb["old_logps_BxT"], mb["behaviour_logps_BxT"], mask, cap=spec.tis_cap
         )
         pg_BxT = pg_BxT * w
     total_BxT = pg_BxT
@@ -152,6 +163,17 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
         sums["entropy"] = jnp.sum(entropy_BxT * m)
     loss = losses.aggregate_with_denominator(total_BxT, mask, spec.aggregation, denominator)
     return loss, sums
+
+
+def minibatch_stats(spec: LossSpec, mb) -> dict:
+    """The loss's statistics over the whole minibatch (`MINIBATCH_STATS`; {} for most).
+
+    Args:
+      spec: LossSpec.
+      mb: every row of the minibatch (fields [rows, ...]).
+    """
+    fn = MINIBATCH_STATS.get(spec.name)
+    return {} if fn is None else fn(mb, **dict(spec.hparams))
 
 
 def denominator(spec: LossSpec, mask_BxT, constant=0.0):

@@ -1,83 +1,435 @@
-"""Select stage: which sampled groups an RL step trains on.
+"""The select stage: a scheduler picks prompts and rollout counts, round by round.
 
-  uniform           one round: the next B prompts of the pipeline, G rollouts each.
-  dynamic_sampling  DAPO: drop groups whose rewards are all equal (zero advantage,
-                    no gradient), sample the next B prompts, and repeat until B
-                    informative groups are kept or `max_rounds` rounds have run
-                    (the cap; a short batch is padded with masked-out groups and
-                    the shortfall is logged).
+Every `config.select.name` is a scheduler of `rlvr_jax.scheduling` (uniform
+and DAPO dynamic sampling included; hyperparameters `config.select.<name>.*`)
+behind one loop, `scheduling.run_step`: each round the scheduler proposes rows,
+the rollout stage generates and scores them (`Select.step`'s `rollout(request,
+key)`), the scheduler observes the outcomes. The final `Selection` is packed
+into a fixed-shape `Groups` batch of B·G rows (padding rows masked out), plus
+the per-row fields the scheduler declares (`batch_fields`: PAIR's inclusion
+probabilities, read by the "pair" credit transform below). `select.max_rounds`
+caps the rounds of every scheduler.
 
-The adaptive allocation schedulers (SARA, VIGOR, PAIR, LEEPS, difficulty
-prediction, graph difficulty) carry state across steps and run in
-`rlvr_jax.rl.scheduled` instead.
+Fresh prompts: schedulers without per-prompt statistics (`stream_prompts`:
+uniform, dynamic sampling) take them from the data pipeline (`PromptStream`:
+each process reads its own shard; the position is checkpointed): `stream(k)`
+is the first k prompts of the next batch of B (the rest of it is skipped). The
+others choose among the pool of `task.train_size` problems they keep
+statistics of. Keys: round r samples with `fold_in(key, r)`; the scheduler
+draws from `fold_in(key, SCHEDULER_KEY)`.
+
+PAIR: round 0 samples `prefix_tokens` tokens per candidate; round 1 continues
+the chosen ones from their prefixes (`Request.prefixes`) for at most
+L_max − prefix_tokens tokens; the trained row is prefix + continuation with the
+prefix round's log-probs (same weights: exact). Prefix features (ours): the
+prefix's mean sampled-token log-prob and entropy (F = 2). Its remaining-token
+prior (`select.pair.prior_remaining`, 0 = derived): the mean token length of
+the task's reference solutions (+ end of turn) minus the prefix, clipped to
+[1, L_max − prefix_tokens]; the ridge regression on observed lengths takes over
+after the first step.
+
+Embeddings (LEEPS neighbours, the graph estimator's kNN graph): the initial
+policy's mean final hidden state over each prompt's tokens, computed once at
+start (before any restore, so a resumed run computes the same ones). The graph
+estimator's settings are `config.select.graph`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator
 
+import jax
+import jax.numpy as jnp
+import ml_collections
 import numpy as np
+from flax import nnx
 
-from rlvr_jax.rl.rollout import Groups, concat, pad_groups
+from rlvr_jax.rl import credit
+from rlvr_jax.rollout import Groups, Prefix, Request, stack_rows
+from rlvr_jax.scheduling import (
+    SCHEDULERS,
+    Budget,
+    Outcomes,
+    Pool,
+    make_scheduler,
+    pair_math,
+    run_step,
+)
+from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
+from rlvr_jax.scheduling.leeps import neighbour_overlap
+from rlvr_jax.tokenizers import encode_prompt
 
-SELECTORS = ("uniform", "dynamic_sampling")
+log = logging.getLogger(__name__)
+
+# fold_in index of the scheduler's key: above any sampling round's.
+SCHEDULER_KEY = 2**31 - 1
+# Select statistics that are counts (summed over processes); the rest are means.
+COUNT_STATS = (
+    "kept_groups",
+    "select/short_groups",
+    "select/cap_hit",
+    "dropped_groups",
+    "select/rollouts",
+    "select/tokens",
+    "select/effective_groups",
+    "select/selected_groups",
+    "select/sampled_prompts",
+)
 
 
-def collect_groups(
-    draw: Callable[[int], Groups],
-    *,
-    num_groups: int,
-    group_size: int,
-    mode: str,
-    max_rounds: int = 1,
-) -> tuple[Groups, dict[str, float]]:
-    """Runs the select stage for one RL step.
+class PromptStream:
+    """The data pipeline as a scheduler's source of fresh prompts (pool indices).
+
+    Attributes:
+      problems: index -> the Problem the pipeline gave for it (this step's).
+    """
+
+    def __init__(self, batches: Iterator):
+        self.batches = batches
+        self.problems = {}
+
+    def __call__(self, count: int) -> np.ndarray:
+        """The next `count` prompts: the first of the next batch(es), the rest skipped."""
+        out: list[int] = []
+        while len(out) < count:
+            batch = next(self.batches)
+            for index, problem in zip(batch.index_B, batch.problems(), strict=True):
+                if len(out) < count:
+                    out.append(int(index))
+                    self.problems[int(index)] = problem
+        return np.asarray(out, np.int32)
+
+
+class Select:
+    """The run's scheduler, its state (checkpointed by the trainer) and prompt source.
+
+    Attributes:
+      scheduler: the scheduler object; state: its state; budget: the per-step Budget.
+      fields: the per-row batch fields the scheduler adds.
+    """
+
+    def __init__(self, c, model, tokenizer, task, prompts: Iterator, pad_id: int, processes=1):
+        self.c, self.tokenizer, self.task = c, tokenizer, task
+        prior = 0.0
+        if c.select.name == "pair" and not c.select.pair.prior_remaining:
+            prior = remaining_token_prior(
+                task, tokenizer, c.select.pair.prefix_tokens, c.rollout.max_new_tokens
+            )
+            log.info("PAIR remaining-token prior (from the task): %.1f tokens", prior)
+        self.scheduler = build_scheduler(c, prior_remaining=prior)
+        self.fields = type(self.scheduler).batch_fields
+        self.budget = budget_of(c, processes)
+        self.stream = PromptStream(prompts) if self.scheduler.stream_prompts else None
+        self._problems = {}
+        self.model, self.pad_id = model, pad_id  # the policy, updated in place by the trainer
+        n = c.task.train_size
+        embeddings = self._embeddings() if needs_embeddings(c) else None
+        self.state = self.scheduler.init(Pool(n, embeddings=embeddings), self.budget)
+
+    def _embeddings(self) -> np.ndarray:
+        """[N, D] the pool's prompts embedded by the current policy."""
+        n, tok = self.c.task.train_size, self.tokenizer
+        prompts = [encode_prompt(tok, self._problem(i).prompt) for i in range(n)]
+        return prompt_embeddings(self.model, prompts, self.pad_id)
+
+    def _refresh_neighbours(self) -> dict[str, float]:
+        """LEEPS: the pool re-embedded with the current policy every `refresh_every` steps.
+
+        Returns the step's stats: "select/leeps_neighbour_overlap", the share of
+        neighbour pairs the refresh kept (only on refresh steps).
+        """
+        every = self.c.select.leeps.refresh_every if self.c.select.name == "leeps" else 0
+        step = int(self.state["step"])
+        if not every or step == 0 or step % every:
+            return {}
+        old = self.state["leeps"]["nbr"]
+        self.state = self.scheduler.refresh_neighbours(self.state, self._embeddings())
+        overlap = neighbour_overlap(old, self.state["leeps"]["nbr"])
+        log.info("step %d: LEEPS neighbours re-embedded (overlap %.3f)", step, overlap)
+        return {"select/leeps_neighbour_overlap": overlap}
+
+    def _problem(self, index: int):
+        index = int(index)
+        if self.stream is not None and index in self.stream.problems:
+            return self.stream.problems[index]
+        if index not in self._problems:
+            self._problems[index] = self.task.problem(index, "train")
+        return self._problems[index]
+
+    def step(
+        self, key: jax.Array, rollout: Callable[[Request, jax.Array], Groups]
+    ) -> tuple[Groups, dict[str, float], dict[str, np.ndarray]]:
+        """One RL step's select ↔ rollout rounds.
+
+        Args:
+          key: the step's PRNG key.
+          rollout: `rollout(request, key) -> Groups`, one row per requested row.
+        Returns:
+          (groups, stats, fields): B·G rows (padding rows invalid), the step's
+          statistics and the scheduler's per-row batch fields.
+        """
+        refreshed = self._refresh_neighbours()
+        rows: dict[int, dict] = {}  # rollout id -> its row (Groups.row) and sampled tokens
+
+        def sample(plan) -> Outcomes:
+            groups = rollout(self._request(plan, rows), jax.random.fold_in(key, plan.round))
+            return self._outcomes(plan, groups, rows)
+
+        sched_key = jax.random.fold_in(key, SCHEDULER_KEY)
+        self.state, sel = run_step(
+            self.scheduler, self.state, sched_key, self.budget, sample, stream=self.stream
+        )
+        groups, stats, fields = self._pack(sel, rows)
+        stats.update(refreshed)
+        if self.stream is not None:
+            self.stream.problems.clear()
+        return groups, stats, fields
+
+    def _request(self, plan, rows) -> Request:
+        """The plan's rows as runs of one problem, with the prefixes of continued rows."""
+        prompts = plan.prompt_R
+        starts = np.flatnonzero(np.r_[True, prompts[1:] != prompts[:-1]])
+        counts = np.diff(np.r_[starts, len(prompts)])
+        l_max = self.c.rollout.max_new_tokens
+        budget, prefixes = plan.max_tokens or l_max, None
+        if plan.cont_R.any():
+            prefixes = [
+                _prefix(rows[int(i)]) if c else None
+                for i, c in zip(plan.rollout_R, plan.cont_R, strict=True)
+            ]
+            budget = l_max - max(len(p.tokens) for p in prefixes if p is not None)
+        problems = [self._problem(p) for p in prompts[starts]]
+        return Request(problems, counts, prefixes, max(budget, 1))
+
+    def _outcomes(self, plan, groups: Groups, rows) -> Outcomes:
+        """Stores every valid row under its rollout id; the verdicts of finished ones."""
+        n = plan.num_rows
+        finished = np.ones(n, bool) if not plan.max_tokens else groups.stopped.copy()
+        prefix = np.zeros(n, np.int32)
+        if plan.cont_R.any():
+            cont = zip(plan.rollout_R, plan.cont_R, strict=True)
+            prefix = np.array([len(rows[int(i)]["sampled"]) if c else 0 for i, c in cont])
+        feats = np.zeros((n, NUM_FEATURES), np.float32)
+        for b in range(n):
+            m = groups.response_mask[b]
+            if m.any():
+                feats[b] = groups.behaviour_logps[b][m].mean(), groups.entropy[b][m].mean()
+            if not plan.valid_R[b]:
+                continue
+            row = groups.row(b)
+            row["sampled"] = row["tokens"][row["response_mask"]].tolist()
+            if not finished[b]:  # a prefix to continue: no verdict yet
+                for k in ("reward", "correct", "reason"):
+                    del row[k]
+            rows[int(plan.rollout_R[b])] = row
+        reward = np.where(finished, groups.rewards, 0.0).astype(np.float32)
+        correct = finished & groups.correct
+        new_tokens = (groups.lengths - prefix).astype(np.int32)
+        return Outcomes(reward, correct, new_tokens, finished, feats)
+
+    def _pack(self, sel, rows) -> tuple[Groups, dict[str, float], dict[str, np.ndarray]]:
+        """The Selection as B·G fixed rows; groups past that many rows are dropped (logged)."""
+        b, g = self.budget.groups, self.budget.group_size
+        cap = b * g
+        keep_groups, used = 0, 0
+        for p in range(sel.num_groups):
+            size = int(np.sum(sel.group_R == p))
+            if used + size > cap:
+                break
+            keep_groups, used = keep_groups + 1, used + size
+        ids = sel.rollout_R[:used]
+        # Padding rows copy a sampled row and sit in their own group (masked out anyway).
+        filler = int(ids[0]) if used else next(i for i, r in rows.items() if "reward" in r)
+        all_ids = np.concatenate([ids, np.full(cap - used, filler)]).astype(int)
+        group = np.concatenate([sel.group_R[:used], np.full(cap - used, keep_groups)])
+        problems = [self._problem(p) for p in sel.prompt_P[:keep_groups]]
+        if used < cap:  # the padding rows' group
+            problems.append(problems[0] if problems else self._problem(0))
+        valid = np.arange(cap) < used
+        groups = stack_rows([rows[int(i)] for i in all_ids], group, valid, problems)
+        incl = np.concatenate([sel.incl_prob_R[:used], np.ones(cap - used)]).astype(np.float32)
+        cands = np.concatenate([sel.candidates_P[group[:used]], np.full(cap - used, g)])
+        fields = {"incl_prob_B": incl, "candidates_B": cands.astype(np.int32)}
+        done = [r for r in rows.values() if "reward" in r]
+        stats = {f"select/{k}": float(v) for k, v in sel.stats.items()}
+        # A batch short of B groups after a cap (select.max_rounds / max_rollouts) was hit.
+        short = b - keep_groups
+        capped = sel.stats["rounds"] >= self.budget.max_rounds
+        capped |= sel.stats["rollouts"] >= self.budget.max_rollouts
+        if short > 0 and capped:
+            log.warning(
+                "select %r hit its cap (select.max_rounds = %d, select.max_rollouts = %d): "
+                "%d of %d groups missing",
+                self.c.select.name, self.budget.max_rounds, self.budget.max_rollouts, short, b,
+            )  # fmt: skip
+        stats.update(
+            {"select/short_groups": float(short), "select/cap_hit": float(short > 0 and capped)},
+            kept_groups=float(keep_groups),
+            dropped_groups=float(sel.num_groups - keep_groups),
+            reward=float(np.mean([r["reward"] for r in done])) if done else 0.0,
+            pass_rate=float(np.mean([r["correct"] for r in done])) if done else 0.0,
+        )
+        return groups, stats, {k: fields[k] for k in self.fields}
+
+
+def _prefix(row: dict) -> Prefix:
+    """A stored row as the prefix its continuation starts from."""
+    m = row["response_mask"]
+    return Prefix(row["sampled"], row["behaviour_logps"][m], row["entropy"][m])
+
+
+# Scheduler dataclass fields that are not config fields: the estimator is chosen
+# by `select.estimator` (its settings: `select.graph`); the prefix features are fixed here.
+_NOT_FIELDS = ("estimator", "num_features")
+NUM_FEATURES = 2
+ESTIMATOR_NAMES = ("", "beta", "graph")
+
+
+# Config defaults that differ from the dataclass's: 0 = derive from the task at start.
+_CONFIG_DEFAULTS = {"pair": {"prior_remaining": 0.0}}
+
+
+def scheduler_defaults(name: str) -> dict:
+    """The config sub-config of scheduler `name`: its dataclass fields and defaults."""
+    out = {}
+    for f in dataclasses.fields(SCHEDULERS[name]):
+        if f.name in _NOT_FIELDS:
+            continue
+        out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    out.update(_CONFIG_DEFAULTS.get(name, {}))
+    return out
+
+
+def estimator_defaults(name: str) -> dict:
+    """The config sub-config `select.<name>` of difficulty estimator `name` ("graph")."""
+    return {f.name: f.default for f in dataclasses.fields(ESTIMATORS[name])}
+
+
+def build_scheduler(c: ml_collections.ConfigDict, prior_remaining: float = 0.0):
+    """The scheduler of `config.select` (ValueError naming the config field on bad values).
 
     Args:
-      draw: `draw(round) -> Groups` samples and scores the next B prompts.
-      num_groups: B, groups in the training batch.
-      group_size: G.
-      mode: one of SELECTORS.
-      max_rounds: dynamic_sampling's cap on sampling rounds.
+      c: the run config.
+      prior_remaining: PAIR's derived remaining-token prior, used when
+        `select.pair.prior_remaining` is 0 (0 here too: L_max − prefix_tokens,
+        the cap, so that `validate` can build the scheduler without the task).
     Returns:
-      (groups, stats): exactly B groups (padding groups have valid = False) and
-      statistics over every sampled round: sampled_groups, zero_variance_groups
-      (fraction), kept_groups, rounds, and pass_rate / reward over all samples.
+      The scheduler object.
     """
-    if mode not in SELECTORS:
-        raise ValueError(f"unknown select mode {mode!r}; valid: {', '.join(SELECTORS)}")
-    rounds = max_rounds if mode == "dynamic_sampling" else 1
-    kept: list[Groups] = []
-    num_kept = sampled = zero_var = 0
-    rewards, correct = [], []
-    for r in range(rounds):
-        groups = draw(r)
-        informative = groups.informative()
-        sampled += groups.num_groups
-        zero_var += int((~informative).sum())
-        rewards.append(groups.rewards[groups.valid])
-        correct.append(groups.correct[groups.valid])
-        if mode == "uniform":
-            kept.append(groups)
-            num_kept = groups.num_groups
-            break
-        keep = np.flatnonzero(informative)[: num_groups - num_kept]
-        if keep.size:
-            kept.append(groups.take_groups(keep))
-            num_kept += keep.size
-        if num_kept >= num_groups:
-            break
-    if kept:
-        batch = pad_groups(concat(kept), num_groups, group_size)
-    else:  # every sampled group was uninformative: keep the shape, train on nothing
-        batch = groups.take_groups(np.arange(num_groups))
-        batch.valid = np.zeros_like(batch.valid)
-    stats = {
-        "sampled_groups": float(sampled),
-        "zero_variance_groups": zero_var / max(sampled, 1),
-        "kept_groups": float(num_kept if mode == "dynamic_sampling" else num_groups),
-        "rounds": float(r + 1),
-        "reward": float(np.mean(np.concatenate(rewards))),
-        "pass_rate": float(np.mean(np.concatenate(correct))),
-    }
-    return batch, stats
+    name = c.select.name
+    kw = c.select[name].to_dict()
+    if name == "pair":
+        kw["num_features"] = NUM_FEATURES
+        if not kw["prior_remaining"]:
+            cap = max(c.rollout.max_new_tokens - kw["prefix_tokens"], 1)
+            kw["prior_remaining"] = prior_remaining or float(cap)
+    difficulty = c.select.estimator or None
+    if difficulty == "graph":  # built here so that its errors name config.select.graph
+        if c.select.graph.neighbours >= c.task.train_size:
+            raise ValueError(
+                f"config.select.graph.neighbours = {c.select.graph.neighbours} must be below "
+                f"config.task.train_size = {c.task.train_size}"
+            )
+        try:
+            kw["estimator"] = make_estimator("graph", **c.select.graph.to_dict())
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"config.select.graph: {err}") from err
+        difficulty = None
+    try:
+        return make_scheduler(name, difficulty=difficulty, **kw)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"config.select.{name}: {err}") from err
+
+
+def remaining_token_prior(task, tokenizer, prefix_tokens: int, max_new_tokens: int, num: int = 64):
+    """PAIR's remaining-token prior from the task: mean reference length minus the prefix.
+
+    Args:
+      task: the verifiable task (its train problems' `solution` strings).
+      tokenizer: the policy's tokenizer.
+      prefix_tokens: tokens every candidate already has after PAIR's round 0.
+      max_new_tokens: L_max (a response never has more tokens).
+      num: train problems averaged over.
+    Returns:
+      mean(len(solution tokens) + 1) − prefix_tokens, clipped to
+      [1, L_max − prefix_tokens]; the upper end if the task has no solutions.
+    """
+    cap = max(max_new_tokens - prefix_tokens, 1)
+    lengths = []
+    for i in range(num):
+        solution = task.problem(i, "train").solution
+        if solution:
+            lengths.append(len(tokenizer.encode(solution)) + 1)  # + end of turn
+    if not lengths:
+        return float(cap)
+    return float(np.clip(np.mean(lengths) - prefix_tokens, 1, cap))
+
+
+def needs_embeddings(c: ml_collections.ConfigDict) -> bool:
+    return c.select.name == "leeps" or c.select.estimator == "graph"
+
+
+def budget_of(c: ml_collections.ConfigDict, processes: int = 1) -> Budget:
+    """B (this process's share), G and the caps of `config.select`.
+
+    max_rollouts 0 = the scheduler's default (`default_max_rollouts`: 2·B·G;
+    dynamic sampling max_rounds·B·G).
+    """
+    b, g, rounds = c.data.prompts_per_step // processes, c.data.group_size, c.select.max_rounds
+    cap = c.select.max_rollouts or SCHEDULERS[c.select.name].default_max_rollouts(b, g, rounds)
+    return Budget(b, g, cap, rounds)
+
+
+@nnx.jit
+def _mean_hidden(model, ids_BxT, mask_BxT):
+    h = model.forward(ids_BxT, mask_BxT, return_hidden=True, logits="none").hidden
+    m = mask_BxT[..., None].astype(h.dtype)
+    return jnp.sum(h * m, 1) / jnp.maximum(jnp.sum(m, 1), 1.0)
+
+
+def prompt_embeddings(model, prompts: list[list[int]], pad_id: int, batch: int = 64) -> np.ndarray:
+    """[N, D] float32 mean final hidden state of each prompt under `model`.
+
+    Args:
+      model: the policy (a Transformer).
+      prompts: N token lists.
+      pad_id: token written at padding positions.
+      batch: rows per forward pass (the last batch is padded: one compile).
+    Returns:
+      [N, D] embeddings.
+    """
+    width = max(len(p) for p in prompts)
+    out = []
+    for i in range(0, len(prompts), batch):
+        chunk = prompts[i : i + batch]
+        ids = np.full((batch, width), pad_id, np.int32)
+        mask = np.zeros((batch, width), bool)
+        for r, p in enumerate(chunk):
+            ids[r, width - len(p) :] = p
+            mask[r, width - len(p) :] = True
+        mask[len(chunk) :, -1] = True  # idle rows: one token, so no empty softmax
+        out.append(
+            np.asarray(_mean_hidden(model, jnp.asarray(ids), jnp.asarray(mask)))[: len(chunk)]
+        )
+    return np.concatenate(out).astype(np.float32)
+
+
+@credit.TRANSFORMS.register("pair", requires=("incl_prob_B", "candidates_B"))
+def pair_transform(adv_BxT, batch):
+    """PAIR: replaces the advantage with the pair-inclusion-weighted leave-one-out one.
+
+    Â_i = 1/(G−1) Σ_{j≠i, same group} (r_i − r_j) / (π_i π_j) (`pair_math.pair_advantages`),
+    unclipped and unstandardised; with every π = 1 it equals RLOO's advantage.
+    Needs the PAIR scheduler's batch fields (incl_prob_B, candidates_B).
+    """
+    del adv_BxT
+    a_B = pair_math.pair_advantages(
+        jnp.asarray(batch["rewards_B"], jnp.float32),
+        jnp.asarray(batch["group_B"]),
+        jnp.asarray(batch["valid_B"], bool),
+        jnp.asarray(batch["incl_prob_B"], jnp.float32),
+        jnp.asarray(batch["candidates_B"]),
+    )
+    return jnp.where(jnp.asarray(batch["mask_BxT"], bool), a_B[:, None], 0.0)

@@ -14,12 +14,18 @@ the fields it provides:
 and a config turns it on with `config.score.signals = "first_mistake,..."`
 (options in `config.score.<name>.*`). Signals run in the listed order after the
 old/reference log-probs and before the advantage estimator; each sees the
-fields of the signals before it in `batch`. A signal that returns "rewards_B"
-replaces the sequence rewards the estimator sees (GAR).
+fields of the signals before it in `batch`. A signal that returns a declared
+batch field replaces it (GAR: "rewards_B", the sequence rewards the estimator sees).
+
+`ctx` is a `ScoreContext`: the tokenizer, the task, the current policy and the
+reference as `Scorer`s (a model bound to its parameters), the mesh and caches;
+never the trainer. `groups` is the step's `rollout.Groups`; `batch` the
+`rl.batch.Batch` so far (fields by name, `batch["correct_B"]`).
 
 `validate` (from `rl.config.validate`) checks before anything is built that
-every field a configured transform or loss requires is either standard or
-provided by a configured signal, and names the signal to add otherwise.
+every field a configured transform or loss requires is a declared batch
+field, one of the scheduler's, or provided by a configured signal, and names
+the signal to add otherwise.
 """
 
 from __future__ import annotations
@@ -31,31 +37,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from rlvr_jax.rl.registry import Registry
+from rlvr_jax.registry import Registry
+from rlvr_jax.rl import batch as batch_lib
+from rlvr_jax.rl.batch import Batch
 
 SIGNALS = Registry("score signal")
 # field name -> names of the signals that provide it.
 PROVIDERS: dict[str, list[str]] = {}
-# Fields the trainer's batch always has (credit.STANDARD_FIELDS plus the update's own).
-BUILTIN_FIELDS = (
-    "tokens_BxT",
-    "attention_mask_BxT",
-    "mask_BxT",
-    "old_logps_BxT",
-    "rollout_logps_BxT",
-    "ref_logps_BxT",
-    "entropy_BxT",
-    "rewards_B",
-    "correct_B",
-    "group_B",
-    "valid_B",
-    "step",
-    # The update's own, for the losses that ask (`rl.methods.distill`): the student's
-    # hidden states and output kernel, the teacher's output kernel.
-    "hidden_BxTxD",
-    "output_kernel_DxV",
-    "teacher_kernel_DxV",
-)
 
 
 def register(
@@ -66,7 +54,8 @@ def register(
     Args:
       name: the name a config lists in `score.signals`.
       provides: the batch fields fn returns (every one of them, every call).
-      requires: fields fn reads beyond BUILTIN_FIELDS (from signals listed before it).
+      requires: fields fn reads beyond the declared `Batch` fields (from signals
+        listed before it, or the scheduler).
       **defaults: fn's hyperparameters (they become `config.score.<name>.*`).
     """
 
@@ -89,23 +78,75 @@ def provides(name: str) -> tuple[str, ...]:
     return _PROVIDES[name]
 
 
-@dataclasses.dataclass
-class ScoreContext:
-    """What a signal may use: the run's config, models and jitted programs.
+@dataclasses.dataclass(frozen=True)
+class Scorer:
+    """A model bound to its parameters: per-token log-probs of whole rows, in row chunks.
 
     Attributes:
-      config: the run's locked config.
-      trainer: the `rl.trainer.Trainer` (its tokenizer, task, scorer, current
-        `state.params`, `ref_params`, `rest`, and `chunk` for row-chunked forwards).
-      cache: per-run storage a signal may fill once (e.g. a loaded teacher model).
-      metrics: this step's diagnostics from the signals (name -> float; cleared by
-        `compute`, logged by the trainer with the step's metrics).
+      fn: jitted `(params, rest, tokens_BxT, attention_mask_BxT) -> logps_BxT`
+        (`rl.update.make_scorer`; in a multi-process run it takes and returns
+        this process's rows).
+      graphdef, params, rest: the model's `nnx.split(model, nnx.Param, ...)`,
+        for signals that run their own forward (GAR's signatures).
+      config: the model's ModelConfig.
+      chunk: rows per call.
     """
 
+    fn: Callable
+    graphdef: Any
+    params: Any
+    rest: Any
     config: Any
-    trainer: Any
+    chunk: int
+
+    def logps(self, tokens_RxT, attention_mask_RxT) -> np.ndarray:
+        """[R, T] float32 log-probs of each token given the ones before it (0 at the first)."""
+        return map_row_chunks(
+            self.fn, (self.params, self.rest), (tokens_RxT, attention_mask_RxT), chunk=self.chunk
+        ).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreContext:
+    """What a score signal may use (never the trainer).
+
+    Attributes:
+      tokenizer: the policy's tokenizer.
+      task: the run's task.
+      policy: the current policy (π_old: the weights that sampled the rollouts).
+      reference: the reference policy (the initial weights), or None.
+      mesh, rules: where models live (a signal that loads a model places it there).
+      domain: the policy's warm-start domain ("" if it is not a warm start).
+      cache: per run: what a signal builds once (a loaded teacher, a jitted fn).
+      step_cache: per step (cleared before each step's signals): shared work of
+        the signals of one step (e.g. the decoded rows).
+      metrics: this step's diagnostics from the signals (name -> float; cleared with
+        step_cache, logged by the trainer with the step's metrics).
+    """
+
+    tokenizer: Any
+    task: Any
+    policy: Scorer
+    reference: Scorer | None = None
+    mesh: Any = None
+    rules: Any = "fsdp"
+    domain: str = ""
     cache: dict[str, Any] = dataclasses.field(default_factory=dict)
+    step_cache: dict[str, Any] = dataclasses.field(default_factory=dict)
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
+
+    @property
+    def chunk(self) -> int:
+        """Rows per forward pass (the policy scorer's)."""
+        return self.policy.chunk
+
+    def with_policy(self, **changes) -> ScoreContext:
+        """This context with the policy scorer's fields changed (e.g. the step's params)."""
+        return dataclasses.replace(self, policy=dataclasses.replace(self.policy, **changes))
 
 
 def signal_names(c) -> list[str]:
@@ -113,14 +154,16 @@ def signal_names(c) -> list[str]:
     return [n.strip() for n in c.score.signals.split(",") if n.strip()]
 
 
-def check_fields(c, needed: dict[str, tuple[str, ...]]) -> None:
+def check_fields(c, needed: dict[str, tuple[str, ...]], available: tuple[str, ...] = ()) -> None:
     """ValueError if a consumer needs a field no configured signal provides.
 
     Args:
       c: the config.
       needed: consumer description (e.g. "credit transform 'cliff'") -> fields it requires.
+      available: fields the batch has besides the declared `Batch` fields and the
+        signals' (e.g. the scheduler's `batch_fields`).
     """
-    available = set(BUILTIN_FIELDS)
+    available = set(batch_lib.FIELDS) | set(batch_lib.UPDATE_FIELDS) | set(available)
     for name in signal_names(c):
         entry = SIGNALS.get(name)
         missing = [f for f in entry.requires if f not in available]
@@ -147,31 +190,27 @@ def _hint(fields) -> str:
     return "; ".join(parts)
 
 
-def compute(ctx: ScoreContext, groups, batch: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Runs the configured signals in order; returns every field they provided.
+def compute(ctx: ScoreContext, groups, batch, names: list[str], options) -> Batch:
+    """Runs the signals `names` in order; returns the batch extended with their fields.
 
     Args:
       ctx: the ScoreContext.
       groups: the step's (trimmed) `rollout.Groups`, aligned with `batch` row by row.
-      batch: the batch fields so far (BUILTIN_FIELDS); not modified.
+      batch: the Batch so far.
+      names: signal names, in order.
+      options: name -> that signal's options (`config.score.<name>`).
     Returns:
-      field -> array for every provided field (later signals overwrite earlier ones).
+      The Batch with every provided field (a later signal overwrites an earlier one).
     """
-    c = ctx.config
-    ctx.metrics.clear()
-    out: dict[str, np.ndarray] = {}
-    view = dict(batch)
-    for name in signal_names(c):
-        entry = SIGNALS.get(name)
-        fields = entry.fn(ctx, groups, view, **c.score[name].to_dict())
+    for name in names:
+        fields = SIGNALS.get(name).fn(ctx, groups, batch, **options[name])
         want = set(provides(name))
         if set(fields) != want:
             raise RuntimeError(
                 f"signal {name!r} returned fields {sorted(fields)}, declared {sorted(want)}"
             )
-        out.update(fields)
-        view.update(fields)
-    return out
+        batch = batch.with_extra(fields)
+    return batch
 
 
 def map_row_chunks(fn, fixed: tuple, arrays: tuple, *, chunk: int) -> np.ndarray:

@@ -1,21 +1,24 @@
 """The RL host loop: select → rollout → score → credit → update, with eval, checkpoints, logs.
 
 `train(config, workdir)` runs (or resumes) the experiment of a config from
-`rlvr_jax.rl.config` and returns its final evaluation. Per RL step:
+`rlvr_jax.rl.config` and returns its final evaluation. Per RL step, `run`
+calls the five stages by name:
 
-  1. select/rollout/score: sample G rollouts for each of B prompts and verify
-     them (`select.collect_groups`; DAPO dynamic sampling refills), giving a
-     fixed-shape batch (padding rows are masked out). A stateful scheduler
-     (`select.name` in `scheduled.SCHEDULED`: SARA, VIGOR, PAIR, LEEPS, ...)
-     runs its select↔rollout rounds instead (`scheduled.ScheduledSelect`); its
-     state is checkpointed with the run.
-  2. reference log-probs (KL), critic values (PPO) and, if configured, the old
-     log-probs recomputed by the trainer (else the sampler's are used: they
-     equal teacher forcing to ~1e-6).
-  3. credit: the configured advantage estimator.
-  4. update: `train.ppo_epochs` passes, each split into `train.num_minibatches`
-     optimizer updates (rows shuffled per pass), with gradient accumulation over
-     micro-batches of `train.micro_batch_size` rows.
+  1. select ↔ rollout (`Trainer.selector.step(key, rollout=Trainer.rollout)`):
+     the scheduler of `select.name` (`rl.select`; uniform, DAPO dynamic
+     sampling, SARA, PAIR, ...) proposes prompts and rollout counts round by
+     round; the rollout plug-in of `rollout.name` (`rlvr_jax.rollout`)
+     generates and verifies them. The result is a fixed-shape batch of B·G rows
+     (padding rows masked out); the scheduler's state is checkpointed.
+  2. score (`Trainer.score`): the typed `Batch` (`rl.batch`) with the old
+     log-probs (the rollout's behaviour log-probs μ, or recomputed by the
+     trainer), reference log-probs (KL), the score signals, the KL penalty in
+     the reward and the critic's values.
+  3. credit (`Trainer.credit`): the advantage estimator and token transforms.
+  4. update (`Trainer.update`): `train.ppo_epochs` passes, each split into
+     `train.num_minibatches` optimizer updates (rows shuffled per pass), with
+     gradient accumulation over micro-batches of `train.micro_batch_size`
+     rows; each update's metrics are read after the next one is dispatched.
 
 Everything random derives from `config.seed` and the step number, and the
 prompt iterator's position is checkpointed with the train state, so a resumed
@@ -43,13 +46,15 @@ select statistics are summed over processes (means from global sums; counts add
 up); timings are process 0's. Evaluation runs on every process over the same
 problems (each host samples its own copy of the rows; process 0's are the rows a
 one-process run samples) and process 0 logs its result. Not yet multi-process:
-schedulers (`scheduled.SCHEDULED`) and dynamic sampling with several rounds
-(hosts would stop sampling at different rounds), which raise; score signals
-that call models other than through `Trainer.scorer` (e.g. a teacher's scorer).
+schedulers that keep per-prompt statistics of a pool (all but uniform and
+dynamic sampling) and dynamic sampling with several rounds (hosts would stop
+sampling at different rounds), which raise; score signals that call models
+other than through the policy's scorer (e.g. a teacher's scorer).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -64,28 +69,28 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed, sharding
+from rlvr_jax.core.losses import kl_in_reward
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
-from rlvr_jax.rl import build, credit, scheduled, select, signals
+from rlvr_jax.rl import batch as batch_lib
+from rlvr_jax.rl import build, credit, signals
+from rlvr_jax.rl.batch import Batch
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic, calibration_metrics
-from rlvr_jax.rl.rollout import Groups, sample_groups
+from rlvr_jax.rl.select import COUNT_STATS, Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
+from rlvr_jax.rollout import ROLLOUTS, Groups, Request, RolloutContext
+from rlvr_jax.run.guard import param_health
 from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.scheduling import SCHEDULERS
 from rlvr_jax.train.evaluate import evaluate_task
+from rlvr_jax.train.multiturn import evaluate_episodes
 
 log = logging.getLogger(__name__)
 
 # Training rows are trimmed to their used columns, rounded up to this: few shapes, few compiles.
 _LENGTH_MULTIPLE = 32
-
-
-def _chunked(fn, *args, rows: int, chunk: int):
-    """fn(*args, x[i:i+chunk], ...) over row chunks of the trailing arrays, concatenated."""
-    *fixed, tokens, mask = args
-    outs = [fn(*fixed, tokens[i : i + chunk], mask[i : i + chunk]) for i in range(0, rows, chunk)]
-    return np.concatenate([np.asarray(o) for o in outs])
 
 
 def _on_host_rows(fn, mesh):
@@ -102,11 +107,15 @@ def _on_host_rows(fn, mesh):
     return call
 
 
-def _check_processes(c: ml_collections.ConfigDict, mesh, scheduled_select: bool) -> None:
+def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     """Raises (naming the config field) for what a multi-process run cannot split."""
     n = jax.process_count()
     if n == 1:
         return
+    if c.rollout.name == "lora_scaffold":  # which groups are cliffs differs per host
+        raise NotImplementedError(
+            f"config.rollout.name = 'lora_scaffold' is not supported with {n} processes yet"
+        )
     distributed.check_rows_split(mesh)
     d = c.data
     if d.prompts_per_step % n or (d.prompts_per_step // n * d.group_size) % c.train.num_minibatches:
@@ -115,9 +124,11 @@ def _check_processes(c: ml_collections.ConfigDict, mesh, scheduled_select: bool)
             f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
             f"config.train.num_minibatches = {c.train.num_minibatches}"
         )
-    # These stop sampling on host-local conditions, so hosts would sample different
-    # numbers of times; they need a cross-process agreement on when to stop.
-    if scheduled_select or (c.select.name == "dynamic_sampling" and c.select.max_rounds > 1):
+    # These stop sampling on host-local conditions (or keep per-prompt statistics of a
+    # pool), so hosts would sample different numbers of times; they need a cross-process
+    # agreement on when to stop.
+    stream = SCHEDULERS[c.select.name].stream_prompts
+    if not stream or (c.select.name == "dynamic_sampling" and c.select.max_rounds > 1):
         raise NotImplementedError(
             f"config.select.name = {c.select.name!r} (max_rounds = {c.select.max_rounds}) "
             f"is not supported with {n} processes yet; use 'uniform' or max_rounds = 1"
@@ -135,12 +146,11 @@ class Trainer:
         self.io = RunIO(workdir, config, allow_config_change=allow_config_change)
         # Every model, state and jitted program below lives on this mesh (config.mesh).
         self.mesh, self.rules = build.build_mesh(c), c.mesh.rules
-        _check_processes(c, self.mesh, c.select.name in scheduled.SCHEDULED)
+        _check_processes(c, self.mesh)
         self.processes = jax.process_count()
         self.model, self.tokenizer = build.build_policy(c)
         nnx.update(self.model, sharding.shard_state(nnx.state(self.model), self.mesh, self.rules))
         self.task = build.build_task(c)
-        self.spec = build.loss_spec(c)
         self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
         self.sampler = Sampler(self.model, pad_id=self.pad_id, mesh=self.mesh, rules=self.rules)
         self.sampling = SamplingParams(
@@ -149,7 +159,6 @@ class Trainer:
             top_k=c.rollout.top_k,
             max_new_tokens=c.rollout.max_new_tokens,
             stop_token_ids=self.tokenizer.stop_ids,
-            n=c.data.group_size,
         )
         self.prompts = prompt_batches(
             TaskSource(self.task, c.task.train_split, size=c.task.train_size),
@@ -157,21 +166,24 @@ class Trainer:
             seed=c.seed,
             group_size=c.data.group_size,
         )
-        # A stateful scheduler, built from the initial weights (its prompt embeddings).
-        self.sched = None
-        if c.select.name in scheduled.SCHEDULED:
-            self.sched = scheduled.ScheduledSelect(
-                c, self.model, self.tokenizer, self.task, self.sampler, self.pad_id
-            )
-        # Extra batch fields of the current step (the scheduler's, e.g. PAIR's π).
-        self._step_fields: dict[str, np.ndarray] = {}
-        self.score_ctx = signals.ScoreContext(config=c, trainer=self)
+        self.rollout_cache: dict[str, Any] = {}  # what the rollout plug-in builds once
+        # The scheduler, built from the initial weights (its prompt embeddings).
+        self.selector = Select(
+            c, self.model, self.tokenizer, self.task, self.prompts, self.pad_id, self.processes
+        )
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         mesh_kw = dict(mesh=self.mesh, rules=self.rules)
-        self.scorer = _on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
+        scorer = _on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
+        cfg, chunk = self.model.config, self._chunk()
+        policy = signals.Scorer(scorer, graphdef, params, self.rest, cfg, chunk)
         # The reference policy for KL: the initial weights, frozen.
-        uses_ref = c.loss.kl_coef > 0 or c.loss.kl_reward_coef > 0
-        self.ref_params = jax.tree.map(jnp.copy, params) if uses_ref else None
+        reference = None
+        if c.loss.kl_coef > 0 or c.loss.kl_reward_coef > 0:
+            reference = dataclasses.replace(policy, params=jax.tree.map(jnp.copy, params))
+        domain = c.model.domain if c.model.source == "warm_start" else ""
+        self.score_ctx = signals.ScoreContext(
+            self.tokenizer, self.task, policy, reference, self.mesh, self.rules, domain
+        )
         optimizer = build.policy_optimizer(c)
         critic_params = critic_opt = critic_graphdef = critic_optimizer = None
         self.critic_rest = None
@@ -199,9 +211,10 @@ class Trainer:
             loss_consts=_loss_consts(c),
             **mesh_kw,
         )
-        self.update = make_update(graphdef, optimizer, self.spec, **kw)
+        spec = build.loss_spec(c)
+        self.update_fn = make_update(graphdef, optimizer, spec, **kw)
         self.update_critic_only = (
-            make_update(graphdef, optimizer, self.spec, train_policy=False, **kw)
+            make_update(graphdef, optimizer, spec, train_policy=False, **kw)
             if c.critic.enabled and c.critic.warmup_steps
             else None
         )
@@ -215,29 +228,40 @@ class Trainer:
         )
         self.state = sharding.shard_rl_state(state, self.mesh, self.rules)
 
-    # ------------------------------------------------------------------ stages
+    def _chunk(self) -> int:
+        """This process's rows per micro-batch (its share of `train.micro_batch_size`)."""
+        rows = self.c.data.prompts_per_step * self.c.data.group_size // self.c.train.num_minibatches
+        return (self.c.train.micro_batch_size or rows) // jax.process_count()
+
     def _sync_model(self) -> None:
         """Points the sampler's model at the current weights (copies: the update donates)."""
         nnx.update(self.model, jax.tree.map(jnp.copy, self.state.params))
 
-    def _draw(self, key):
-        def draw(r: int) -> Groups:
-            batch = next(self.prompts)
-            return sample_groups(
-                self.sampler,
-                self.tokenizer,
-                self.task,
-                batch,
-                self.sampling,
-                jax.random.fold_in(key, r),
-                overlong_cache=self.c.reward.overlong_cache,
-                overlong_penalty=self.c.reward.overlong_penalty,
-            )
+    # ------------------------------------------------------------------ stages
+    def rollout(self, request: Request, key: jax.Array) -> Groups:
+        """The rollout stage: the configured plug-in generates and scores `request`'s rows."""
+        c = self.c
+        ctx = RolloutContext(
+            self.sampler,
+            self.tokenizer,
+            self.task,
+            nnx.state(self.model),
+            self.sampling,
+            key,
+            request,
+            overlong_cache=c.reward.overlong_cache,
+            overlong_penalty=c.reward.overlong_penalty,
+            cache=self.rollout_cache,
+        )
+        return ROLLOUTS.get(c.rollout.name).fn(ctx, **c.rollout[c.rollout.name].to_dict())
 
-        return draw
+    def score(self, groups: Groups, fields: dict[str, np.ndarray], step: int) -> Batch:
+        """The score stage: the batch of `groups` with log-probs, signals, shaped rewards, values.
 
-    def _batch(self, groups: Groups) -> dict[str, np.ndarray]:
-        """Host arrays of the training batch: masks, log-probs, rewards, advantages."""
+        Args:
+          groups: the selected rows; fields: the scheduler's per-row fields.
+          step: the RL step (0-based).
+        """
         c = self.c
         # One width on every process: the update is one program over all hosts' rows.
         span = groups.used_span() or (0, groups.tokens.shape[1])
@@ -246,43 +270,36 @@ class Trainer:
         mask = g.response_mask & g.valid[:, None]
         if c.reward.mask_truncated:
             mask &= g.stopped[:, None]
-        b = {
-            "tokens_BxT": g.tokens,
-            "attention_mask_BxT": g.attention_mask,
-            "mask_BxT": mask,
-            "rollout_logps_BxT": g.logps,
-        }
-        rows, chunk = len(g.tokens), self._chunk()
+        ctx = self.score_ctx.with_policy(params=self.state.params)
+        ctx.step_cache.clear()
+        ctx.metrics.clear()
         args = (g.tokens, g.attention_mask)
+        old = g.behaviour_logps
         if c.loss.recompute_old_logps:
-            old = _chunked(self.scorer, self.state.params, self.rest, *args, rows=rows, chunk=chunk)
-            b["old_logps_BxT"] = np.where(mask, old, 0.0).astype(np.float32)
-        else:
-            b["old_logps_BxT"] = g.logps
-        if self.ref_params is not None:
-            ref = _chunked(self.scorer, self.ref_params, self.rest, *args, rows=rows, chunk=chunk)
-            b["ref_logps_BxT"] = np.where(mask, ref, 0.0).astype(np.float32)
-        # Score-stage signals (teacher log-probs, first mistakes, ...; `rl.signals`).
-        b.update(entropy_BxT=g.entropy, rewards_B=g.rewards, correct_B=g.correct)
-        b.update(group_B=g.group, valid_B=g.valid, step=int(self.state.step))
-        b.update(self._step_fields)
-        b.update(signals.compute(self.score_ctx, g, b))
-        rewards = b.pop("rewards_B")
-        if c.loss.kl_reward_coef:
-            kl_B = np.sum(np.where(mask, b["old_logps_BxT"] - b["ref_logps_BxT"], 0.0), -1)
-            rewards = rewards - c.loss.kl_reward_coef * kl_B
-        values = None
-        if c.critic.enabled:
-            values = _chunked(
-                self.value_fn,
-                self.state.critic_params,
-                self.critic_rest,
-                *args,
-                rows=rows,
-                chunk=chunk,
+            old = np.where(mask, ctx.policy.logps(*args), 0.0).astype(np.float32)
+        batch = batch_lib.from_groups(g, mask, old, fields)
+        if ctx.reference is not None:
+            ref = np.where(mask, ctx.reference.logps(*args), 0.0).astype(np.float32)
+            batch = batch.replace(ref_logps_BxT=ref)
+        names = signals.signal_names(c)
+        batch = signals.compute(ctx, g, batch, names, {n: c.score[n].to_dict() for n in names})
+        rewards = batch.rewards_B
+        if c.loss.kl_reward_coef:  # r − β Σ_t KL_t, the estimator of loss.kl_kind
+            rewards = kl_in_reward(
+                rewards,
+                batch.old_logps_BxT,
+                batch.ref_logps_BxT,
+                mask,
+                beta=c.loss.kl_reward_coef,
+                kind=c.loss.kl_kind,
+                k3_cap=c.loss.kl_clamp,
             )
-            b["old_values_BxT"] = np.where(mask, values, 0.0).astype(np.float32)
-            self.score_ctx.metrics.update(  # Brier score / ECE of the critic, every step
+        batch = batch.replace(rewards_B=np.asarray(rewards, np.float32))
+        if c.critic.enabled:
+            critic = (self.state.critic_params, self.critic_rest)
+            values = signals.map_row_chunks(self.value_fn, critic, args, chunk=self._chunk())
+            batch = batch.replace(old_values_BxT=np.where(mask, values, 0.0).astype(np.float32))
+            ctx.metrics.update(  # Brier score / ECE of the critic, every step
                 calibration_metrics(
                     values,
                     mask,
@@ -292,68 +309,77 @@ class Trainer:
                     v_max=c.critic.v_max,
                 )
             )
-        entry = credit.ESTIMATORS.get(c.credit.name)
-        adv, returns = entry.fn(
-            rewards,
-            g.group,
-            g.valid,
-            mask,
-            num_groups=g.num_groups,
-            values_BxT=values,
-            **c.credit[c.credit.name].to_dict(),
-        )
-        names = transform_names(c)
-        if names:
-            # `step`: the RL step, for transforms with schedules (SAF-OPD's warm-up/anneal).
-            fields = dict(b, rewards_B=rewards)
-            hparams = {n: c.credit[n].to_dict() for n in names}
-            adv = credit.apply_transforms(names, adv, fields, hparams)
-        b["adv_BxT"] = np.asarray(adv, np.float32)
-        if returns is not None:
-            b["returns_BxT"] = np.asarray(returns, np.float32)
-        b["rewards_B"] = rewards.astype(np.float32)
-        del b["step"]  # not a row field: the update's minibatches hold only _BxT / _B arrays
-        return b
+        return batch
 
-    def _chunk(self) -> int:
-        """This process's rows per micro-batch (its share of `train.micro_batch_size`)."""
-        rows = self.c.data.prompts_per_step * self.c.data.group_size // self.c.train.num_minibatches
-        return (self.c.train.micro_batch_size or rows) // self.processes
-
-    def _optimize(self, b: dict[str, np.ndarray], step: int) -> dict[str, float]:
-        """ppo_epochs × num_minibatches updates; returns the step's averaged metrics."""
+    def credit(self, batch: Batch, step: int, num_groups: int) -> Batch:
+        """The credit stage: the configured estimator and token transforms (adv_BxT)."""
         c = self.c
-        rows = len(b["tokens_BxT"])
-        per_mb = rows // c.train.num_minibatches
+        names = transform_names(c)
+        hparams = {n: c.credit[n].to_dict() for n in [c.credit.name, *names]}
+        return credit.assign(
+            batch,
+            estimator=c.credit.name,
+            hparams=hparams,
+            transforms=names,
+            step=step,
+            num_groups=num_groups,
+        )
+
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        """The update stage: ppo_epochs × num_minibatches updates; the step's averaged metrics.
+
+        Each update is dispatched before the previous one's metrics are read, so
+        the host never waits on the device between updates.
+        """
+        c = self.c
+        rows = batch.rows()
+        n_rows = len(rows.tokens_BxT)
+        per_mb = n_rows // c.train.num_minibatches
         micro = self._chunk()
-        fields = [k for k in b if k.endswith(("_BxT", "_B", "_BxTxD", "_BxTxK"))]
         mb_sharding = sharding.batch_sharding(self.mesh, batch_dim=1)
-        update = self.update
+        update = self.update_fn
         if self.update_critic_only is not None and step < c.critic.warmup_steps:
             update = self.update_critic_only
         totals: dict[str, float] = {}
-        n_updates = 0
+        pending, n_updates = None, 0
+
+        def check_and_add(metrics, k):
+            metrics = jax.device_get(metrics)
+            health = metrics.pop("health")
+            # Before anything of this step can be saved: parameters and grad norm sane.
+            self.io.check_update(None, metrics, step + 1, k, health=health)
+            for key, v in metrics.items():
+                totals[key] = totals.get(key, 0.0) + float(v)
+
         for epoch in range(c.train.ppo_epochs):
             rng = np.random.default_rng([c.seed, step, epoch])
-            perm = rng.permutation(rows)
+            perm = rng.permutation(n_rows)
             for k in range(c.train.num_minibatches):
                 idx = perm[k * per_mb : (k + 1) * per_mb]
                 shape = (per_mb // micro, micro)
-                mb = {f: b[f][idx].reshape(shape + b[f].shape[1:]) for f in fields}
+                mb = jax.tree.map(lambda x, i=idx, s=shape: x[i].reshape(s + x.shape[1:]), rows)
                 # Global micro-batch i: every process's micro-batch i, concatenated.
                 mb = distributed.host_local_to_global(mb, self.mesh, mb_sharding)
                 self.state, metrics = update(self.state, self.rest, self.critic_rest, mb)
-                metrics = jax.device_get(metrics)
-                # Before anything of this step can be saved: parameters and grad norm sane.
-                self.io.check_update(self.state, metrics, step + 1, n_updates)
-                for key, v in metrics.items():
-                    totals[key] = totals.get(key, 0.0) + float(v)
-                n_updates += 1
+                # Parameter health is dispatched with the update and read with its metrics.
+                params = {"policy": self.state.params, "critic": self.state.critic_params}
+                metrics = dict(metrics, health=param_health(params))
+                if pending is not None:
+                    check_and_add(*pending)
+                pending, n_updates = (metrics, n_updates), n_updates + 1
+        check_and_add(*pending)
         out = {k: v / n_updates for k, v in totals.items() if not k.startswith("sum/")}
         tokens = max(totals.get("sum/tokens", 0.0), 1.0)
         for k, v in totals.items():
-            if k.startswith("sum/") and k != "sum/tokens":
-                out[k[4:] if k != "sum/ratio" else "ratio_mean"] = v / tokens
+            name = k.removeprefix("sum/")
+            if name == k or name == "tokens" or name.startswith("tokens@"):
+                continue
+            if "@" in name:  # a fraction over a subset of the tokens, counted by tokens@subset
+                count = totals.get("sum/tokens@" + name.split("@", 1)[1], 0.0)
+                if count:
+                    out[name] = v / count
+                continue
+            out[name if name != "ratio" else "ratio_mean"] = v / tokens
         for name in ("clip_low", "clip_high", "dual_clip"):
             if name in out:
                 out[f"{name}_frac"] = out.pop(name)
@@ -364,10 +390,7 @@ class Trainer:
         """Held-out pass@1 / pass@n / avg@n of the current policy."""
         c = self.c
         self._sync_model()
-        res = evaluate_task(
-            self.model,
-            self.tokenizer,
-            self.task,
+        kw = dict(
             split=c.eval.split,
             num_problems=c.eval.num_problems,
             n_samples=c.eval.n_samples,
@@ -375,11 +398,18 @@ class Trainer:
             max_new_tokens=c.rollout.max_new_tokens,
             seed=c.seed + 1,
         )
+        if self.task.episode_turns():  # a multi-turn task is evaluated on whole episodes
+            turns = self.task.episode_turns()
+            kw.update(env_factory=self.task.env, max_turns=turns)
+            res = evaluate_episodes(self.model, self.tokenizer, self.task, **kw)
+        else:
+            res = evaluate_task(self.model, self.tokenizer, self.task, **kw)
         n = c.eval.n_samples
         out = {k: res[k] for k in res if k.startswith("pass@")}
         out[f"avg@{n}"] = float(np.mean(res["num_correct"]) / n)
         out["mean_reward"] = res["mean_reward"]
         out["mean_response_tokens"] = res["mean_response_tokens"]
+        out.update(res["task_metrics"])  # e.g. Countdown's coverage, entrance entropy
         return out
 
     # --------------------------------------------------------------------- run
@@ -398,8 +428,8 @@ class Trainer:
         if stop_rule is not None and self.processes > 1:
             raise NotImplementedError("Trainer.run(stop_rule=...) is single-process only")
         self.state, start = self.io.restore(self.state, self.prompts)
-        if self.sched is not None and start:
-            self.sched.state = self.io.restore_scheduler(start, self.sched.state)
+        if start:
+            self.selector.state = self.io.restore_scheduler(start, self.selector.state)
         if start == 0 and c.eval.at_start:
             self.io.log_eval(0, self.evaluate())
         step = start
@@ -410,28 +440,21 @@ class Trainer:
                 t0 = time.perf_counter()
                 self._sync_model()
                 key = jax.random.fold_in(self.state.rng, step)
-                if self.sched is None:
-                    groups, stats = select.collect_groups(
-                        self._draw(key),
-                        num_groups=c.data.prompts_per_step // self.processes,
-                        group_size=c.data.group_size,
-                        mode=c.select.name,
-                        max_rounds=c.select.max_rounds,
-                    )
-                else:
-                    groups, stats, self._step_fields = self.sched.step(key)
+                groups, stats, fields = self.selector.step(key, rollout=self.rollout)
                 stats = _combine_select_stats(stats)
                 t1 = time.perf_counter()
-                batch = self._batch(groups)
+                batch = self.score(groups, fields, step)
                 stats.update(self.score_ctx.metrics)  # the signals' diagnostics
+                batch = self.credit(batch, step, groups.num_groups)
                 if distributed.agree(groups.valid.any()):  # all hosts update, or none
-                    stats.update(self._optimize(batch, step))
+                    stats.update(self.update(batch, step))
                 else:
                     log.warning("step %d: no informative group; no update", step)
                 self.state = self.state.replace(step=self.state.step + 1)
                 step += 1
                 t2 = time.perf_counter()
                 stats.update(_rollout_stats(groups, self.sampling.max_new_tokens))
+                stats.update(_info_stats(groups))
                 tokens = float(
                     distributed.sum_over_processes(groups.attention_mask[groups.valid].sum())
                 )
@@ -454,8 +477,7 @@ class Trainer:
                 # A preemption signal may reach only some hosts: all stop at the same step.
                 stop = distributed.agree(guard.requested)
                 if step % c.checkpoint.every == 0 or step == c.train.steps or stop or ended:
-                    sched_state = None if self.sched is None else self.sched.state
-                    self.io.save(step, self.state, self.prompts, stats, sched_state)
+                    self.io.save(step, self.state, self.prompts, stats, self.selector.state)
                 if stop:
                     by = guard.signal_name or "another process's signal"
                     log.warning("%s received: checkpoint saved at step %d", by, step)
@@ -483,7 +505,7 @@ def _loss_consts(c) -> dict:
 def _combine_select_stats(stats: dict[str, float]) -> dict[str, float]:
     """The select stage's statistics over every process's groups.
 
-    Counts add up; the rest (reward, pass_rate, zero_variance_groups, rounds) are
+    Counts (`select.COUNT_STATS`) add up; the rest (reward, pass_rate, rounds) are
     means over equally many rows per process (each samples its equal share of
     prompts), so their mean over processes is the global mean.
     """
@@ -492,10 +514,7 @@ def _combine_select_stats(stats: dict[str, float]) -> dict[str, float]:
     keys = sorted(stats)
     total = distributed.sum_over_processes(np.array([stats[k] for k in keys], np.float64))
     n = jax.process_count()
-    return {
-        k: float(v if k in ("sampled_groups", "kept_groups") else v / n)
-        for k, v in zip(keys, total, strict=True)
-    }
+    return {k: float(v if k in COUNT_STATS else v / n) for k, v in zip(keys, total, strict=True)}
 
 
 def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
@@ -520,6 +539,37 @@ def _rollout_stats(groups: Groups, max_new_tokens: int) -> dict[str, float]:
         "entropy": float(ent_sum / tokens) if tokens else 0.0,
         "max_len_frac": float(at_max / rows) if rows else 0.0,
     }
+
+
+def _info_stats(groups: Groups) -> dict[str, float]:
+    """The rollout plug-in's per-row reports (`Groups.info`) over every process's valid rows.
+
+    A bool field `x_B` gives rollout/x (share of rows), rollout/x_groups (groups
+    with such a row) and the reward / pass rate of its rows and of the others
+    (rollout/x_reward, rollout/x_pass_rate, rollout/not_x_reward,
+    rollout/not_x_pass_rate); another field gives its mean (rollout/turns).
+    """
+    v = groups.valid
+    out = {}
+    for name, values in sorted(groups.info.items()):
+        key = "rollout/" + name.removesuffix("_B")
+        x = np.asarray(values)[v]
+        if x.dtype != bool:
+            n, s = distributed.sum_over_processes(np.array([x.size, x.sum()], np.float64))
+            out[key] = float(s / n) if n else 0.0
+            continue
+        r, ok = groups.rewards[v], groups.correct[v]
+        grp = np.unique(groups.group[v][x])
+        local = [x.size, x.sum(), grp.size, r[x].sum(), ok[x].sum(), r[~x].sum(), ok[~x].sum()]
+        rows, n, n_groups, r1, ok1, r0, ok0 = distributed.sum_over_processes(
+            np.array(local, np.float64)
+        )
+        out.update({key: float(n / rows) if rows else 0.0, key + "_groups": float(n_groups)})
+        for prefix, count, rs, oks in (("", n, r1, ok1), ("not_", rows - n, r0, ok0)):
+            k = "rollout/" + prefix + name.removesuffix("_B")
+            out.update({k + "_reward": float(rs / count) if count else 0.0})
+            out.update({k + "_pass_rate": float(oks / count) if count else 0.0})
+    return out
 
 
 def train(

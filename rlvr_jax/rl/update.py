@@ -4,7 +4,8 @@
 optimizer state, optionally the critic's, the RL step count and the run's base
 PRNG key. `make_update` builds `update(state, rest, critic_rest, mb) -> (state,
 metrics)` for one minibatch stacked as [n_micro, rows, ...]: it computes the
-loss denominator over the whole minibatch first, accumulates the gradients of
+loss denominator (and a loss's `objectives.minibatch_stats`) over the whole
+minibatch first, accumulates the gradients of
 the micro-batches with `lax.scan` (each normalised by that global denominator,
 so the sum equals the full-minibatch gradient), then applies the optimizer.
 """
@@ -23,6 +24,7 @@ from rlvr_jax import sharding
 from rlvr_jax.core import hl_gauss
 from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
 from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.optim import build_optimizer  # noqa: F401 (re-exported: the critic's AdamW)
 from rlvr_jax.rl import objectives
 
 
@@ -36,57 +38,6 @@ class RLState:
     critic_opt_state: Any  # or None
     step: jax.Array  # int32: RL steps completed
     rng: jax.Array  # uint32[2]: the run's base key (per-step keys are folded in)
-
-
-def build_optimizer(
-    lr: float,
-    total_updates: int,
-    *,
-    warmup_steps: int = 0,
-    schedule: str = "constant",
-    end_lr_fraction: float = 0.1,
-    b1: float = 0.9,
-    b2: float = 0.99,
-    weight_decay: float = 0.0,
-    clip_norm: float = 1.0,
-) -> optax.GradientTransformation:
-    """AdamW (decay on matrices only) with linear warm-up, then constant or cosine lr.
-
-    Args:
-      lr: peak learning rate.
-      total_updates: optimizer updates in the run (the cosine ends there).
-      warmup_steps: linear warm-up from 0, in updates.
-      schedule: "constant" or "cosine" after the warm-up.
-      end_lr_fraction: cosine's final lr as a fraction of `lr`.
-      b1, b2: Adam moment decays.
-      weight_decay: decoupled weight decay.
-      clip_norm: global gradient-norm clip (0 = off).
-    Returns:
-      The optax transformation.
-    """
-    if schedule == "cosine":
-        sched = optax.warmup_cosine_decay_schedule(
-            0.0,
-            lr,
-            max(warmup_steps, 1),
-            max(total_updates, warmup_steps + 1),
-            end_value=lr * end_lr_fraction,
-        )
-    elif schedule == "constant":
-        sched = optax.constant_schedule(lr)
-        if warmup_steps > 0:
-            warmup = optax.linear_schedule(0.0, lr, warmup_steps)
-            sched = optax.join_schedules([warmup, sched], [warmup_steps])
-    else:
-        raise ValueError(f"unknown lr schedule {schedule!r}; valid: constant, cosine")
-    adamw = optax.adamw(
-        sched,
-        b1=b1,
-        b2=b2,
-        weight_decay=weight_decay,
-        mask=lambda params: jax.tree.map(lambda p: p.ndim >= 2, params),
-    )
-    return optax.chain(optax.clip_by_global_norm(clip_norm), adamw) if clip_norm else adamw
 
 
 def make_scorer(graphdef, *, mesh=None, rules="fsdp"):
@@ -180,7 +131,7 @@ def make_update(
     Returns:
       `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
       [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
-      old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, rollout_logps_BxT,
+      old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, behaviour_logps_BxT,
       old_values_BxT, returns_BxT. Metrics are sums over the minibatch
       ("sum/<name>", with "sum/tokens" to average them) plus loss, grad_norm,
       and the critic's value_loss and critic_grad_norm.
@@ -192,7 +143,7 @@ def make_update(
     needs_hidden = "hidden_BxTxD" in objectives.POLICY_LOSSES.get(spec.name).requires
     loss_consts = dict(loss_consts or {})
 
-    def policy_loss_fn(params, rest, mb, denom):
+    def policy_loss_fn(params, rest, mb, denom, minibatch):
         model = nnx.merge(graphdef, params, rest)
         tokens, attn = mb["tokens_BxT"], mb["attention_mask_BxT"]
         out = token_logps(
@@ -202,15 +153,16 @@ def make_update(
             *out, hidden = out
             out = tuple(out) if with_entropy else out[0]
             kernel = model.output_kernel()
-            mb = dict(
-                mb,
-                hidden_BxTxD=hidden,
-                output_kernel_DxV=kernel,
-                teacher_kernel_DxV=jax.lax.stop_gradient(kernel),
-                **loss_consts,
+            mb = mb.with_extra(
+                dict(
+                    hidden_BxTxD=hidden,
+                    output_kernel_DxV=kernel,
+                    teacher_kernel_DxV=jax.lax.stop_gradient(kernel),
+                    **loss_consts,
+                )
             )
         logps, ent = out if with_entropy else (out, None)
-        return objectives.policy_loss(spec, logps, mb, denom, ent)
+        return objectives.policy_loss(spec, logps, mb, denom, ent, minibatch)
 
     def critic_loss_fn(params, rest, mb, denom):
         critic = nnx.merge(critic_graphdef, params, rest)
@@ -243,9 +195,13 @@ def make_update(
         metrics = {"sum/tokens": jnp.sum(flat_mask, dtype=jnp.float32)}
         params, opt_state = state.params, state.opt_state
         if train_policy:
+            # Over the whole minibatch, before the micro-batches: the denominator and the
+            # loss's own statistics (GAPO's Ā), so the split cannot change the gradient.
             denom = objectives.denominator(spec, flat_mask, constant)
+            flat = jax.tree.map(lambda x: x.reshape((n * rows,) + x.shape[2:]), mb)
+            stats = objectives.minibatch_stats(spec, flat)
             loss, sums, grads = _scan_grads(
-                lambda p, b: policy_loss_fn(p, rest, b, denom), params, mb
+                lambda p, b: policy_loss_fn(p, rest, b, denom, stats), params, mb
             )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)

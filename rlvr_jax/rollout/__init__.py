@@ -1,11 +1,17 @@
-"""Rollout stage: multi-turn episodes against an environment (agentic rollouts)."""
+"""The rollout stage: plug-ins that generate and score the rows the select stage asks for.
 
-from rlvr_jax.rollout.multiturn import (
-    Episodes,
-    cut_at_stop,
-    observation_ids,
-    observation_text,
-    run_episodes,
-)
+`ROLLOUTS` maps `config.rollout.name` to `fn(ctx: RolloutContext, **options) -> Groups`
+(`rollout.base`); "plain" samples the policy on each prompt. Also here: `Groups`,
+`score_rows` (cut → decode → verify, shared with evaluation) and `run_episodes`.
+"""
 
-__all__ = ["Episodes", "cut_at_stop", "observation_ids", "observation_text", "run_episodes"]
+from rlvr_jax.rollout import guided, noise, plain, scaffold  # noqa: F401  (register)
+from rlvr_jax.rollout.base import ROLLOUTS, Prefix, Request, RolloutContext
+from rlvr_jax.rollout.groups import Groups, stack_rows
+from rlvr_jax.rollout.multiturn import Episodes, observation_ids, observation_text, run_episodes
+from rlvr_jax.rollout.score import Verdicts, score_rows
+from rlvr_jax.tokenizers import cut_at_stop
+
+__all__ = ["ROLLOUTS", "Episodes", "Groups", "Prefix", "Request", "RolloutContext", "Verdicts"]
+__all__ += ["cut_at_stop", "observation_ids", "observation_text", "run_episodes"]
+__all__ += ["score_rows", "stack_rows"]

@@ -1,5 +1,8 @@
 """Multi-turn episodes: the policy acts, an environment answers, until every episode ends.
 
+`run_episodes` is the loop (SFT evaluation and the RL rollout "multi_turn" both
+run it); in a multi-process run every process takes the same number of turns.
+
 The chat layout of one episode (ChatML, as the tokenizer's chat template):
 
     <|im_start|>user\\n{prompt}<|im_end|>\\n<|im_start|>assistant\\n      prompt
@@ -29,9 +32,12 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
+from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext
+from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.sampling import Rollout, Sampler, SamplingParams
-from rlvr_jax.tasks.base import MALFORMED, Problem
-from rlvr_jax.tokenizers import Tokenizer
+from rlvr_jax.tasks.base import CORRECT, MALFORMED, Problem
+from rlvr_jax.tokenizers import Tokenizer, cut_at_stop
 
 
 class StepLike(Protocol):
@@ -61,14 +67,6 @@ def observation_ids(tokenizer: Tokenizer, observation: str) -> list[int]:
       The ids, a list of ints.
     """
     return tokenizer.encode(observation_text(observation))
-
-
-def cut_at_stop(ids: Sequence[int], stop_ids: Sequence[int]) -> list[int]:
-    """`ids` up to (excluding) the first stop token."""
-    for j, t in enumerate(ids):
-        if t in stop_ids:
-            return list(ids[:j])
-    return list(ids)
 
 
 @dataclasses.dataclass
@@ -169,7 +167,7 @@ def run_episodes(
             else:  # out of turns: the environment has not ended the episode
                 info = {"reason": MALFORMED, "detail": f"cut after {max_turns} turns"}
                 results[b], active[b] = _CutResult(None, True, 0.0, info), False
-        if not active.any():
+        if not distributed.agree(active.any()):  # every process runs the same turns
             break
         rollout = sampler.continue_rollout(
             rollout, obs_ids, params, jax.random.fold_in(key, t + 1), state=state
@@ -184,4 +182,48 @@ def run_episodes(
         observations=observations,
         done=done,
         problem_index=np.asarray(rollout.group, np.int32),
+    )
+
+
+@ROLLOUTS.register("multi_turn", max_turns=0)
+def multi_turn(ctx: RolloutContext, *, max_turns) -> Groups:
+    """Agentic rows: each is an episode against `task.env(problem)` (`run_episodes`).
+
+    Options: max_turns (model turns per episode; 0 = the task's
+    `episode_turns()`, which lets the environment end every episode). The
+    reward is the environment's final reward; correct = its reason is CORRECT.
+    Observation tokens are context (never in `response_mask`); the log-probs of
+    every turn's sampled tokens are μ. Rows report `turns_B` (model turns).
+    """
+    req = ctx.request
+    turns = max_turns or ctx.task.episode_turns()
+    if not turns:
+        raise ValueError(
+            f"config.rollout.name = 'multi_turn' needs a task with an environment "
+            f"(tool_lookup); task {ctx.task.name!r} is single-turn"
+        )
+    if req.prefixes is not None:
+        raise ValueError("config.rollout.name = 'multi_turn' cannot continue prefixes (PAIR)")
+    group = req.group_R
+    problems = [req.problems[g] for g in group]
+    ep = run_episodes(
+        ctx.sampler, ctx.tokenizer, problems, ctx.task.env, ctx.params(), ctx.key, max_turns=turns
+    )
+    ro = ep.rollout
+    reasons = [r.info["reason"] for r in ep.results]
+    return Groups(
+        tokens=ro.tokens,
+        attention_mask=ro.attention_mask,
+        prompt_mask=ro.prompt_mask,
+        response_mask=ro.response_mask,
+        behaviour_logps=ro.logps,
+        entropy=ro.entropy,
+        group=group,
+        valid=np.ones(len(group), bool),
+        rewards=np.asarray(ep.rewards, np.float32),
+        correct=np.asarray([r == CORRECT for r in reasons], bool),
+        stopped=np.asarray(ro.stopped, bool),
+        reasons=reasons,
+        problems=list(req.problems),
+        info={"turns_B": ep.num_turns},
     )

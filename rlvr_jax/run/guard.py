@@ -62,21 +62,26 @@ class DivergenceGuard:
         step: int,
         update: int,
         last_good: int | None,
+        health=None,
     ) -> None:
         """Checks the state after one optimizer update.
 
         Args:
-          params: the parameters after the update (a pytree of arrays).
+          params: the parameters after the update (a pytree of arrays), or None
+            with `health`.
           metrics: the update's metrics; "grad_norm" (and "critic_grad_norm") are
             checked when present.
           step: the RL step being trained (1-based, the step it will be saved as).
           update: the update's index within the step (0-based).
           last_good: the step of the newest checkpoint (None if none was saved).
+          health: `param_health(params)`, when the caller computed it already (e.g.
+            dispatched with the update, fetched later).
         Raises:
           Diverged: naming the quantity, its value, the bound and the config field,
             the step and update, and the checkpoint a rerun resumes from.
         """
-        finite, biggest = (float(v) for v in jax.device_get(param_health(params)))
+        health = param_health(params) if health is None else health
+        finite, biggest = (float(v) for v in jax.device_get(health))
         problems = []
         if finite < 1:
             problems.append("a parameter is not finite")

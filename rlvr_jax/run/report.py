@@ -156,6 +156,13 @@ def _smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
+def _train_keys(records: list[dict], prefixes, skip=()) -> list[tuple[str, str, str]]:
+    """("train", key, key) for the train keys starting with a prefix (not ending in `skip`)."""
+    keys = {k for r in records if r.get("split") == "train" for k in r}
+    keys = [k for k in keys if k.startswith(tuple(prefixes)) and not k.endswith(tuple(skip))]
+    return [("train", k, k) for k in sorted(keys)]
+
+
 def _panels(records: list[dict]) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """(title, [(split, key, label)]) for each panel that has at least one series."""
     # avg@k is not plotted: its mean over problems equals pass@1's.
@@ -169,6 +176,11 @@ def _panels(records: list[dict]) -> list[tuple[str, list[tuple[str, str, str]]]]
             "response length (tokens)",
             [("train", "response_len", "train"), ("eval", "mean_response_tokens", "eval")],
         ),
+        # The methods' defining quantities: the rollout plug-in's rows (guided, noisy,
+        # rescued, turns), the off-context importance weights, GAPO's clip rates by success.
+        ("rollout stage", _train_keys(records, ("rollout/",), ("_groups",))),
+        ("importance weights", _train_keys(records, ("is_weight", "is_truncated"))),
+        ("clip rate by group success", _train_keys(records, ("clip_high_frac@", "clip_low_frac@"))),
     ]
     panels = []
     for title, series in wanted:

@@ -259,9 +259,10 @@ class RunIO:
         Raises:
           CheckpointMismatch: the checkpoint holds another train state (another model
             or optimizer): no fallback, every checkpoint of the run would differ.
-          RuntimeError: checkpoints exist but none restores.
+          RuntimeError: checkpoints exist but none restores (none is moved).
         """
         steps = self.ckpt.all_steps()
+        failed: list[tuple[int, Exception]] = []
         for step in reversed(steps):
             try:
                 restored, data_state, meta = self.ckpt.restore(state, step)
@@ -269,21 +270,23 @@ class RunIO:
                 raise
             except Exception as err:  # noqa: BLE001 - tensorstore/orbax raise bare Exceptions
                 log.warning(
-                    "checkpoint %d in %s does not restore (%s: %.300s); moving it to %s and "
-                    "trying the previous one",
-                    step, self.ckpt_dir, type(err).__name__, err, self.paths.corrupt,
+                    "checkpoint %d in %s does not restore (%s: %.300s); trying the previous one",
+                    step, self.ckpt_dir, type(err).__name__, err,
                 )  # fmt: skip
-                self._set_aside(step)
+                failed.append((step, err))
                 continue
+            for bad, _ in failed:  # newer than `step`: its rerun would write them again
+                log.warning("moving checkpoint %d to %s", bad, self.paths.corrupt)
+                self._set_aside(bad)
             self._reposition(step, prompts, data_state)
             self.logger.truncate(step, keep_records=meta.get("log_records"))
             log.info("resumed from %s at step %d", self.ckpt_dir, step)
             return restored, int(step)
-        if steps:
+        if failed:  # none restores: more likely the environment than every file; move nothing
             raise RuntimeError(
-                f"none of the checkpoints {steps} in {self.ckpt_dir} restores (moved to "
-                f"{self.paths.corrupt}); start again with a new --workdir"
-            )
+                f"none of the checkpoints {steps} in {self.ckpt_dir} restores; the first "
+                f"error: {failed[0][1]!r:.500}"
+            ) from failed[0][1]
         self.logger.truncate(-1)  # records of an attempt that crashed before any checkpoint
         return state, 0
 
@@ -369,15 +372,21 @@ class RunIO:
     def preemption(self) -> PreemptionGuard:
         return PreemptionGuard()
 
-    def check_update(self, state, metrics: dict[str, Any], step: int, update: int = 0) -> None:
+    def check_update(
+        self, state, metrics: dict[str, Any], step: int, update: int = 0, health=None
+    ) -> None:
         """Raises `guard.Diverged` if an optimizer update left a non-finite or exploded state.
 
         Call after every update, before the step can be saved: the policy's and
         critic's parameters and the update's gradient norms are checked against
-        `config.guard`.
+        `config.guard`. `health`: `guard.param_health` of those parameters, if
+        already computed (then `state` may be None).
         """
-        params = {"policy": state.params, "critic": state.critic_params}
-        self.guard.check(params, metrics, step=step, update=update, last_good=self.latest_step())
+        params = None
+        if health is None:
+            params = {"policy": state.params, "critic": state.critic_params}
+        last = self.latest_step()
+        self.guard.check(params, metrics, step=step, update=update, last_good=last, health=health)
 
     def resume_hint(self) -> str:
         """Where a rerun resumes from (for errors that stop a run)."""

@@ -15,7 +15,7 @@ Compilation: one program per (batch size, context bucket, N, noise layer).
 Temperature, top-k, top-p and stop tokens are data and never recompile.
 
 Sharding (`mesh=`, see rlvr_jax.sharding): rows and the KV cache split over (data, fsdp), kv
-heads over `tensor` when it divides them; weights keep their shardings (`init_sharded`).
+heads over `tensor` when it divides them; weights keep their shardings (`models.sharded_init`).
 
 Multi-process (`rlvr_jax.distributed`): every process calls `sample` at the same
 point with its own prompts; one program runs over all hosts' rows (each

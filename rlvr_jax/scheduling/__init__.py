@@ -3,7 +3,7 @@
 Protocol and host loop: rlvr_jax.scheduling.base (`run_step`). Registry:
 
   uniform              B random prompts, G rollouts each
-  dynamic_sampling     DAPO: drop all-equal groups, refill (capped)
+  dynamic_sampling     DAPO: keep groups with 0 < #correct < G, refill (capped)
   difficulty           difficulty-prediction sampling (Beta posterior near a target)
   sara                 probe, then commit / abandon by P(effective) (Beta-Binomial)
   vigor                few rollouts for all, more to the highest reward variance

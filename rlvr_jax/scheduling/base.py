@@ -193,6 +193,7 @@ def run_step(
     sample: Callable[[Plan], Outcomes],
     *,
     bucket: Callable[[int], int] = bucket_rows,
+    stream: Callable[[int], np.ndarray] | None = None,
 ) -> tuple[State, Selection]:
     """Runs one RL step's select↔rollout rounds.
 
@@ -203,11 +204,14 @@ def run_step(
       budget: the step's Budget.
       sample: `sample(plan) -> Outcomes` with one entry per (padded) plan row.
       bucket: row count -> padded row count per round.
+      stream: optional `stream(count) -> pool indices`: the caller's prompt stream,
+        where a `stream_prompts` scheduler draws its fresh prompts.
     Returns:
       (state after the step, Selection).
     """
     for r in range(budget.max_rounds):
-        plan = scheduler.propose(state, jax.random.fold_in(key, r), budget)
+        kw = {} if stream is None else {"stream": stream}
+        plan = scheduler.propose(state, jax.random.fold_in(key, r), budget, **kw)
         if plan.num_rows == 0:
             if plan.info:  # decisions without rows (e.g. all abandoned) still apply
                 state = scheduler.observe(state, plan, empty_outcomes())

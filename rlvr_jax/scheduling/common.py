@@ -12,6 +12,8 @@ resets the ledger.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 
@@ -55,7 +57,8 @@ def new_rows(state: State, prompts, counts, budget: Budget, start: int = 0):
 
 
 def prompt_stats(state: State) -> dict[str, np.ndarray]:
-    """Per pool prompt over this step's complete rollouts: n, successes, reward min/max, started."""
+    """Per pool prompt over this step's complete rollouts: n, successes k, started, effective
+    (rewards not all equal) and mixed (0 < k < n: the verifier's verdicts differ)."""
     led = state["ledger"]
     n_pool = len(state["status"])
     used = np.arange(len(led["prompt"])) < led["count"]
@@ -65,11 +68,14 @@ def prompt_stats(state: State) -> dict[str, np.ndarray]:
     rmax = np.full(n_pool, -np.inf, np.float32)
     np.minimum.at(rmin, p[done], led["reward"][done])
     np.maximum.at(rmax, p[done], led["reward"][done])
+    n = np.bincount(p[done], minlength=n_pool)
+    k = np.bincount(p[done], weights=led["correct"][done], minlength=n_pool).astype(int)
     return {
-        "n": np.bincount(p[done], minlength=n_pool),
-        "k": np.bincount(p[done], weights=led["correct"][done], minlength=n_pool).astype(int),
+        "n": n,
+        "k": k,
         "started": np.bincount(p[used], minlength=n_pool),
         "effective": rmax > rmin,
+        "mixed": (k > 0) & (k < n),
     }
 
 
@@ -87,6 +93,17 @@ class SchedulerBase:
 
     estimator: BetaEstimator | GraphEstimator | None = None
     num_features: int = 0  # PAIR stores prefix features in the ledger
+    # Per-row fields (name -> [R] array) the selection adds to the training batch.
+    batch_fields: ClassVar[tuple[str, ...]] = ()
+    # True: fresh prompts may come from the caller's prompt stream (`propose(stream=)`)
+    # instead of the pool; such a scheduler keeps no per-prompt statistics.
+    stream_prompts: ClassVar[bool] = False
+
+    @classmethod
+    def default_max_rollouts(cls, groups: int, group_size: int, max_rounds: int) -> int:
+        """The rollout cap (ledger capacity) when the caller gives none: 2·B·G."""
+        del max_rounds
+        return 2 * groups * group_size
 
     # -------------------------------------------------------------- protocol
     def init(self, pool: Pool, budget: Budget) -> State:
@@ -113,11 +130,23 @@ class SchedulerBase:
         state.update(self._init_extra(pool, budget))
         return state
 
-    def propose(self, state: State, key, budget: Budget) -> Plan:
-        """The next round's rows (an empty plan ends the step)."""
+    def propose(self, state: State, key, budget: Budget, stream=None) -> Plan:
+        """The next round's rows (an empty plan ends the step).
+
+        Args:
+          state, key, budget: as in `run_step`.
+          stream: optional `stream(count) -> pool indices` of the caller's next
+            prompts, for schedulers with `stream_prompts` (default: prompts not
+            sampled this step, uniformly at random from the pool).
+        """
         if int(state["round"]) >= budget.max_rounds:
             return empty_plan(int(state["round"]))
-        return self._propose(state, np_rng(key), budget)
+        rng = np_rng(key)
+        if stream is None:
+            return self._propose(state, rng, budget)
+        if not self.stream_prompts:
+            raise ValueError(f"{type(self).__name__} selects from its pool; it takes no stream")
+        return self._propose_from(state, rng, budget, stream)
 
     def observe(self, state: State, plan: Plan, outcomes) -> State:
         """Writes the round's outcomes into the ledger and applies the plan's decisions."""
@@ -190,6 +219,12 @@ class SchedulerBase:
         return {}
 
     def _propose(self, state: State, rng: np.random.Generator, budget: Budget) -> Plan:
+        if not self.stream_prompts:
+            raise NotImplementedError
+        return self._propose_from(state, rng, budget, lambda n: self._fresh_prompts(state, rng, n))
+
+    def _propose_from(self, state: State, rng, budget: Budget, fresh: Callable) -> Plan:
+        """`_propose` of a `stream_prompts` scheduler: its fresh prompts are `fresh(count)`."""
         raise NotImplementedError
 
     def _after_observe(self, state: State, plan: Plan, outcomes) -> State:
@@ -215,39 +250,63 @@ class SchedulerBase:
 
 @dataclasses.dataclass(frozen=True)
 class Uniform(SchedulerBase):
-    """B prompts uniformly at random (without replacement), G rollouts each, one round."""
+    """B prompts uniformly at random (without replacement) or the stream's next B, G rollouts
+    each, one round."""
 
-    def _propose(self, state, rng, budget):
+    stream_prompts: ClassVar[bool] = True
+
+    def _propose_from(self, state, rng, budget, fresh):
         if int(state["round"]) > 0:
             return empty_plan(int(state["round"]))
-        return self._full_groups(state, self._fresh_prompts(state, rng, budget.groups), budget, 0)
+        return self._full_groups(state, fresh(budget.groups), budget, 0)
 
 
 @dataclasses.dataclass(frozen=True)
 class DynamicSampling(SchedulerBase):
     """DAPO dynamic sampling: sample full groups, keep those with 0 < #correct < G, refill.
 
-    Paper-fixed: drop all-equal groups and resample until B are kept. Ours: each
-    round samples ceil(oversample · missing) fresh prompts; the caps are
-    budget.max_rounds and budget.max_rollouts (a short batch is returned short).
+    Paper-fixed: keep the groups whose verifier verdicts are mixed (0 < #correct
+    < G; all-correct and all-wrong groups have zero advantage) and resample
+    until B are kept. Ours: each round samples ceil(oversample · missing) fresh
+    prompts; the caps are budget.max_rounds and budget.max_rollouts (a short
+    batch is returned short; the caller logs it).
 
     Attributes:
       oversample: prompts sampled per missing group in each round (ours: 1.0).
+      keep: "verdict" (DAPO: 0 < #correct < G) or "reward" (rewards not all
+        equal: shaped rewards, e.g. overlong penalties, can make an all-wrong
+        group look informative).
     """
 
     oversample: float = 1.0
+    keep: str = "verdict"
+    stream_prompts: ClassVar[bool] = True
 
-    def _propose(self, state, rng, budget):
+    def __post_init__(self):
+        if self.keep not in ("verdict", "reward"):
+            raise ValueError(f"DynamicSampling.keep = {self.keep!r}; valid: verdict, reward")
+        if not self.oversample > 0:
+            raise ValueError(f"DynamicSampling.oversample = {self.oversample!r}; must be > 0")
+
+    def _kept(self, stats) -> np.ndarray:
+        return stats["mixed"] if self.keep == "verdict" else stats["effective"]
+
+    @classmethod
+    def default_max_rollouts(cls, groups, group_size, max_rounds):
+        """Room for every round to refill the whole batch: max_rounds·B·G."""
+        return max_rounds * groups * group_size
+
+    def _propose_from(self, state, rng, budget, fresh):
         r = int(state["round"])
-        missing = budget.groups - int(np.sum(prompt_stats(state)["effective"]))
+        missing = budget.groups - int(np.sum(self._kept(prompt_stats(state))))
         if missing <= 0:
             return empty_plan(r)
-        fresh = self._fresh_prompts(state, rng, int(np.ceil(missing * self.oversample)))
-        return self._full_groups(state, fresh, budget, r)
+        prompts = fresh(int(np.ceil(missing * self.oversample)))
+        return self._full_groups(state, prompts, budget, r)
 
     def _groups(self, state, budget, stats):
         order = order_of_first_use(state)
-        return order[stats["effective"][order]][: budget.groups]
+        return order[self._kept(stats)[order]][: budget.groups]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,6 +26,7 @@ prefix features and trained on completed candidates weighted by 1/π).
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class PAIR(SchedulerBase):
       prior_remaining: remaining tokens predicted before any candidate completed
         (the ridge prior's intercept, worth `ridge` observations; ours: 256, the
         simulator's scale). The trainer derives it from the task instead
-        (rlvr_jax.rl.scheduled.remaining_token_prior): after the first step the
+        (rlvr_jax.rl.select.remaining_token_prior): after the first step the
         regression on observed lengths dominates it.
       ridge: ridge strength of the remaining-token regression.
       lr, iters: logistic-regression steps per RL step.
@@ -58,6 +59,8 @@ class PAIR(SchedulerBase):
 
     num_features: int = 2
     prefix_tokens: int = 64
+    # The pair-inclusion weights' inputs, for the "pair" credit transform.
+    batch_fields: ClassVar[tuple[str, ...]] = ("incl_prob_B", "candidates_B")
     suffix_budget: float = 0.4
     pi_min: float = 0.05
     prior_remaining: float = 256.0

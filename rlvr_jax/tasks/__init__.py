@@ -26,6 +26,7 @@ _MODULES: dict[str, str] = {
     "countdown": "rlvr_jax.tasks.countdown",
     "arithmetic": "rlvr_jax.tasks.arithmetic",
     "multilingual_arithmetic": "rlvr_jax.tasks.multilingual",
+    "multilingual_mix": "rlvr_jax.tasks.multilingual",
     "knights_knaves": "rlvr_jax.tasks.logic",
     "tool_lookup": "rlvr_jax.tasks.tools",
     "spy_describe": "rlvr_jax.tasks.spy",

@@ -96,6 +96,25 @@ class Task(abc.ABC):
         del problem, k
         return []
 
+    def group_metrics(self, problem: Problem, responses: list[str]) -> dict[str, float]:
+        """Task-specific statistics of several responses to one problem (evaluation).
+
+        Countdown: solution coverage and entrance-family entropy; multilingual:
+        language consistency. Evaluation averages each over problems.
+
+        Returns:
+          name -> float; none by default.
+        """
+        return {}
+
+    def episode_turns(self) -> int:
+        """Most model turns of an episode against `self.env(problem)`; 0: a single-turn task.
+
+        A multi-turn task (tool use) overrides it and `env`; training
+        (`rollout.name = "multi_turn"`) and evaluation then run episodes.
+        """
+        return 0
+
     def problems(self, n: int, split: str = "train", start: int = 0) -> list[Problem]:
         """`n` consecutive problems of `split` starting at `start`."""
         return [self.problem(i, split) for i in range(start, start + n)]

@@ -13,6 +13,7 @@ in `countdown_expr` (re-exported here).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -69,6 +70,32 @@ def trace_family(response: str) -> tuple[str, str] | None:
         return None
     m = _STEP_RE.search(response[:2000])
     return (m.group(1), ALIASES.get(m.group(2), m.group(2))) if m else None
+
+
+def first_operator_span(response: str) -> tuple[int, int] | None:
+    """Character span of the operator of the first "a op b = c" line (as `trace_family`).
+
+    Returns:
+      (start, end) offsets into `response`, or None when it has no step line in
+      its first 2,000 characters.
+    """
+    if not isinstance(response, str):
+        return None
+    m = _STEP_RE.search(response[:2000])
+    return m.span(2) if m else None
+
+
+def family_entropy(families: Iterable[tuple[str, str] | None]) -> float:
+    """Entropy (nats) of the empirical distribution of entrance families.
+
+    Args:
+      families: one `trace_family` per response; None (no step line) is left out.
+    Returns:
+      −Σ p log p over the distinct families; 0.0 with at most one family.
+    """
+    counts = Counter(f for f in families if f is not None)
+    total = sum(counts.values())
+    return float(-sum(c / total * math.log(c / total) for c in counts.values())) if total else 0.0
 
 
 def check_expression(
@@ -233,6 +260,15 @@ class Countdown(Task):
         own = canonical(problem.answer)
         others = [s for s in problem.metadata["solutions"] if s != own][: max(k, 0)]
         return [f"{step_trace(s)}\nAnswer: {s}".lstrip("\n") for s in others]
+
+    def group_metrics(self, problem: Problem, responses: list[str]) -> dict[str, float]:
+        """Solution coverage, entrance-family entropy (nats) and distinct families of responses."""
+        families = [trace_family(r) for r in responses]
+        return {
+            "coverage": solution_coverage(responses, problem),
+            "entrance_entropy": family_entropy(families),
+            "entrance_families": float(len({f for f in families if f is not None})),
+        }
 
     def verify(self, problem: Problem, response: str) -> Verdict:
         """Scores the expression on the response's last "Answer:" line (see check_expression)."""

@@ -240,9 +240,38 @@ def build_problem(
     return Problem(problem_id, prompt, base.answer, solution, metadata)
 
 
+class _LanguageOfProblem:
+    """Verification and per-problem hooks that read the language off the problem's metadata."""
+
+    def verify(self, problem: Problem, response: str) -> Verdict:
+        """Final-answer equality; the answer follows the answer language's marker."""
+        lang = problem.metadata["answer_language"]
+        text = extract_localized_answer(response, lang)
+        return arithmetic.integer_verdict(
+            text, int(problem.answer), lambda t: parse_number(t, lang)
+        )
+
+    def group_metrics(self, problem: Problem, responses: list[str]) -> dict[str, float]:
+        """Language consistency: the fraction of responses that reason in the prompt's language."""
+        same = [language_reward(r, problem.metadata["language"]) for r in responses]
+        return {"language_consistency": sum(same) / len(same) if same else 0.0}
+
+    def first_wrong_step(self, problem: Problem, response: str) -> StepCheck:
+        """See module-level `first_wrong_step`."""
+        return first_wrong_step(problem, response)
+
+    def response_cue(self, problem: Problem, response: str) -> str | None:
+        """See module-level `response_cue`."""
+        return response_cue(problem, response)
+
+    def hint(self, problem: Problem) -> str:
+        """See module-level `hint`."""
+        return hint(problem)
+
+
 @register
 @dataclasses.dataclass(frozen=True)
-class MultilingualArithmetic(Task):
+class MultilingualArithmetic(_LanguageOfProblem, Task):
     """The arithmetic task rendered in one language.
 
     Attributes:
@@ -273,13 +302,7 @@ class MultilingualArithmetic(Task):
     @property
     def base(self) -> arithmetic.ArithmeticTask:
         """The arithmetic task whose expressions this one renders."""
-        return arithmetic.ArithmeticTask(
-            seed=self.seed,
-            num_operands=self.num_operands,
-            max_operand=self.max_operand,
-            operators=self.operators,
-            allow_parentheses=self.allow_parentheses,
-        )
+        return _arithmetic_base(self)
 
     def problem(self, index: int, split: str = "train") -> Problem:
         tree = self.base.expression(index, split)
@@ -287,21 +310,55 @@ class MultilingualArithmetic(Task):
             self.problem_id(index, split), tree, self.language, self.answer_lang, self.number_words
         )
 
-    def verify(self, problem: Problem, response: str) -> Verdict:
-        """Final-answer equality; the answer follows the answer language's marker."""
-        text = extract_localized_answer(response, self.answer_lang)
-        return arithmetic.integer_verdict(
-            text, int(problem.answer), lambda t: parse_number(t, self.answer_lang)
-        )
 
-    def first_wrong_step(self, problem: Problem, response: str) -> StepCheck:
-        """See module-level `first_wrong_step`."""
-        return first_wrong_step(problem, response)
+def _arithmetic_base(t) -> arithmetic.ArithmeticTask:
+    return arithmetic.ArithmeticTask(
+        seed=t.seed,
+        num_operands=t.num_operands,
+        max_operand=t.max_operand,
+        operators=t.operators,
+        allow_parentheses=t.allow_parentheses,
+    )
 
-    def response_cue(self, problem: Problem, response: str) -> str | None:
-        """See module-level `response_cue`."""
-        return response_cue(problem, response)
 
-    def hint(self, problem: Problem) -> str:
-        """See module-level `hint`."""
-        return hint(problem)
+@register
+@dataclasses.dataclass(frozen=True)
+class MultilingualMix(_LanguageOfProblem, Task):
+    """Multilingual arithmetic in several languages: problem i is in languages[i mod k].
+
+    The data of the multilingual warm start (one base that reasons in every
+    language, the common start of the cross-lingual train x eval matrix).
+    Problem i has the expression of MultilingualArithmetic's problem i.
+
+    Attributes:
+      num_operands, max_operand, operators, allow_parentheses, number_words: as
+        MultilingualArithmetic.
+      languages: comma-separated codes of LANGUAGES (prompt = step = answer language).
+    """
+
+    name: ClassVar[str] = "multilingual_mix"
+    num_operands: int = 4
+    max_operand: int = 20
+    operators: str = "+-*"
+    allow_parentheses: bool = True
+    languages: str = "en,es,fr,de"
+    number_words: bool = False
+
+    def __post_init__(self):
+        codes = self.codes
+        if not codes or len(set(codes)) != len(codes):
+            raise ValueError(
+                f"languages {self.languages!r}: need distinct codes of {sorted(LANGUAGES)}"
+            )
+        for code in codes:
+            get_language(code)
+        _arithmetic_base(self)
+
+    @property
+    def codes(self) -> list[str]:
+        return [c.strip() for c in self.languages.split(",") if c.strip()]
+
+    def problem(self, index: int, split: str = "train") -> Problem:
+        lang = self.codes[index % len(self.codes)]
+        tree = _arithmetic_base(self).expression(index, split)
+        return build_problem(self.problem_id(index, split), tree, lang, lang, self.number_words)

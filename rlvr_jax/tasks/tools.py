@@ -298,6 +298,10 @@ class ToolLookup(Task):
         """A fresh episode of `problem` (allows `max_turns` non-answer turns)."""
         return ToolEnv(problem, self.max_turns)
 
+    def episode_turns(self) -> int:
+        """`max_turns` non-answer turns, then the answer: the environment ends every episode."""
+        return self.max_turns + 1
+
     def verify(self, problem: Problem, response: str) -> Verdict:
         """Scores a full transcript by its final answer only (calls are not checked)."""
         return score_answer(problem, extract_answer(response))

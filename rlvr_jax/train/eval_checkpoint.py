@@ -58,12 +58,11 @@ def run_task(workdir) -> tuple[str, dict[str, Any]] | None:
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or not {"task", "model"} <= set(data):
         return None
-    import ml_collections
+    from rlvr_jax.tasks.options import resolve_options
 
-    from rlvr_jax.rl.build import task_options
-
-    config = ml_collections.ConfigDict(data)
-    return config.task.name, task_options(config)
+    task, model = data["task"], data["model"]
+    domain = model["domain"] if model.get("source") == "warm_start" else ""
+    return task["name"], resolve_options(task.get("options", ""), task["name"], domain)
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:

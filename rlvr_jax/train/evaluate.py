@@ -1,8 +1,9 @@
 """Evaluation of a policy on a verifiable task: the unbiased pass@k and sampled rewards.
 
 `evaluate_task` renders each problem's prompt with the tokenizer's chat
-template, samples `n_samples` responses per prompt with the `Sampler`, cuts
-each at its first stop token, decodes it and scores it with `task.verify`.
+template, samples `n_samples` responses per prompt with the `Sampler` and
+scores them as training does (`rollout.score.score_rows`: cut at the first stop
+token, decode, `task.verify`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import jax
 import numpy as np
 
 from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.rollout import score
 from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.tasks.base import CORRECT, Task
-from rlvr_jax.tokenizers import Tokenizer
-from rlvr_jax.train.sft import encode_prompt
+from rlvr_jax.tasks.base import Task
+from rlvr_jax.tokenizers import Tokenizer, encode_prompt
 
 
 def _pass_at_k_one(n: int, c: int, k: int) -> float:
@@ -55,14 +56,6 @@ def pass_at_k(num_samples, num_correct, k: int):
     return float(out) if out.ndim == 0 else out
 
 
-def cut_at_stop(ids: list[int], stop_ids: tuple[int, ...]) -> list[int]:
-    """`ids` up to (not including) the first stop token."""
-    for j, t in enumerate(ids):
-        if t in stop_ids:
-            return ids[:j]
-    return ids
-
-
 def evaluate_task(
     model: Transformer,
     tokenizer: Tokenizer,
@@ -97,7 +90,9 @@ def evaluate_task(
       problems), "mean_reward", "reasons" (reason -> count over all samples),
       "num_correct" (per problem), "num_problems", "n_samples",
       "mean_response_tokens" and "stopped_fraction" (responses that ended with a
-      stop token), plus one example response in "example".
+      stop token), "task_metrics" (the task's `group_metrics` averaged over
+      problems, e.g. Countdown's coverage and entrance entropy), plus one example
+      response in "example".
     """
     stop_ids = tokenizer.stop_ids
     params = SamplingParams(
@@ -110,31 +105,36 @@ def evaluate_task(
     sampler = Sampler(model, pad_id=pad_id)
     problems = task.problems(num_problems, split, start=start)
     key = jax.random.PRNGKey(seed)
-    num_correct, rewards, lengths, stopped = [], [], [], []
+    num_correct, rewards, lengths, stopped, group_metrics = [], [], [], [], []
     reasons: Counter[str] = Counter()
     example = None
     for lo in range(0, num_problems, prompts_per_batch):
         chunk = problems[lo : lo + prompts_per_batch]
         prompts = [encode_prompt(tokenizer, p.prompt) for p in chunk]
         rollout = sampler.sample(prompts, params, jax.random.fold_in(key, lo))
+        rows = range(len(chunk) * n_samples)
+        v = score.score_rows(
+            task,
+            tokenizer,
+            [chunk[b // n_samples] for b in rows],
+            [rollout.sampled_tokens(b) for b in rows],
+            stop_ids,
+        )
+        reasons.update(v.reasons)
+        rewards.extend(v.rewards.tolist())
+        lengths.extend(rollout.response_mask.sum(-1).astype(int).tolist())
+        stopped.extend(np.asarray(rollout.stopped, bool).tolist())
+        num_correct.extend(v.correct.reshape(len(chunk), n_samples).sum(-1).tolist())
         for g, problem in enumerate(chunk):
-            correct = 0
-            for b in range(g * n_samples, (g + 1) * n_samples):
-                ids = cut_at_stop(rollout.sampled_tokens(b), stop_ids)
-                text = tokenizer.decode(ids)
-                verdict = task.verify(problem, text)
-                reasons[verdict.reason] += 1
-                rewards.append(verdict.reward)
-                correct += verdict.reason == CORRECT
-                lengths.append(int(rollout.response_mask[b].sum()))
-                stopped.append(bool(rollout.stopped[b]))
-                if example is None:
-                    example = dict(prompt=problem.prompt, response=text, reason=verdict.reason)
-            num_correct.append(correct)
+            texts = v.texts[g * n_samples : (g + 1) * n_samples]
+            group_metrics.append(task.group_metrics(problem, texts))
+        if example is None:
+            example = dict(prompt=chunk[0].prompt, response=v.texts[0], reason=v.reasons[0])
     out = summarize_samples(
         n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
     )
     out.update(domain_pass_at_k(problems, num_correct, n_samples))
+    out["task_metrics"] = mean_group_metrics(group_metrics)
     return out
 
 
@@ -151,6 +151,12 @@ def domain_pass_at_k(problems, num_correct, n_samples: int) -> dict[str, float]:
         for k in sorted({1, n_samples}):
             out[f"pass@{k}/{d}"] = float(np.mean(pass_at_k(n_samples, nc[domains == d], k)))
     return out
+
+
+def mean_group_metrics(per_problem: list[dict[str, float]]) -> dict[str, float]:
+    """Each `Task.group_metrics` statistic averaged over the problems (name -> mean)."""
+    names = sorted({k for m in per_problem for k in m})
+    return {k: float(np.mean([m[k] for m in per_problem if k in m])) for k in names}
 
 
 def summarize_samples(

@@ -32,9 +32,8 @@ import numpy as np
 
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.tasks.base import Problem
+from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
 from rlvr_jax.train import privileged
-from rlvr_jax.train.evaluate import cut_at_stop
-from rlvr_jax.train.sft import encode_prompt
 
 JUDGE_VIEW = (
     "{prompt}\nCandidate solution:\n{response}\n"

@@ -35,7 +35,7 @@ from flax import nnx, struct
 
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.models.transformer import Transformer
-from rlvr_jax.tokenizers import IM_END, Tokenizer
+from rlvr_jax.tokenizers import Tokenizer, encode_prompt, end_of_turn_id
 from rlvr_jax.train.sft_checkpoint import SFTCheckpointer
 
 log = logging.getLogger(__name__)
@@ -64,21 +64,6 @@ def sft_loss(model: Transformer, tokens_BxT, attention_mask_BxT, loss_mask_BxT):
 
 
 # --------------------------------------------------------------------------- batches
-def end_of_turn_id(tokenizer: Tokenizer) -> int:
-    """The token closing an assistant turn: `<|im_end|>` if the vocabulary has it, else EOS."""
-    i = tokenizer.token_to_id(IM_END)
-    if i is None:
-        i = tokenizer.eos_id
-    if i is None:
-        raise ValueError(f"{type(tokenizer).__name__} has neither {IM_END} nor an EOS token")
-    return i
-
-
-def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
-    """A user prompt rendered with the chat template, ending with the assistant header."""
-    return tokenizer.encode_chat([{"role": "user", "content": prompt}])
-
-
 def encode_example(tokenizer: Tokenizer, prompt: str, completion: str):
     """Token ids of one SFT example and its loss mask.
 

@@ -15,6 +15,7 @@ from typing import Any
 from rlvr_jax import tasks
 from rlvr_jax.models import ModelConfig
 from rlvr_jax.tasks import tools
+from rlvr_jax.tasks.options import WARM_START_OPTIONS
 from rlvr_jax.tokenizers import Tokenizer
 from rlvr_jax.train import judge, privileged
 from rlvr_jax.train.sft import end_of_turn_id
@@ -154,22 +155,7 @@ def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3, **extr
     )
 
 
-# Difficulty options chosen so that the base lands at pass@1 ~10-50% within a few
-# minutes of training here (docs/base_models.md). Arithmetic uses + and - only: with
-# * the products are not learned in this budget and pass@1 stays ~6%.
-TASK_OPTIONS = {
-    "countdown": dict(num_numbers=3, max_number=10, target_min=1, target_max=30),
-    "arithmetic": dict(num_operands=3, max_operand=9, operators="+-"),
-    # The arithmetic options rendered in French: a non-English prompt, step words
-    # ("moins", "égale") and answer marker ("Réponse"), at the arithmetic cost per step.
-    "multilingual_arithmetic": dict(num_operands=3, max_operand=9, operators="+-", language="fr"),
-    # Two people, one connective per statement: ~125-token examples (solution ~50).
-    "knights_knaves": dict(num_people=2, max_depth=1),
-    # One lookup, then calc, then the answer: 3 model turns. One-syllable entity names
-    # and no instruction preamble: with 2-3 syllable names (4-6 sentencepiece pieces)
-    # the base copied no name correctly within 10 CPU minutes (pass@1 0.000).
-    "tool_lookup": dict(num_lookups=1, max_name_syllables=1, instructions=False),
-}
+TASK_OPTIONS = WARM_START_OPTIONS  # per domain (in tasks: SFT and RL both read them)
 # The bases' share of SFT examples in the self-teachers' privileged views
 # (`privileged.VIEWS`; "solution", the view of DASH / CPO / H²SD's failed rows,
 # counted three times): their self-teachers are then in distribution (a 30% share
@@ -200,6 +186,8 @@ SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ("multilingual_arithmetic", "teacher"): _spec(
         "multilingual_arithmetic", "teacher", 128, 4, 650, 8000
     ),
+    ("multilingual_mix", "base"): _spec("multilingual_mix", "base", 128, 4, 600, 9600),
+    ("multilingual_mix", "teacher"): _spec("multilingual_mix", "teacher", 128, 4, 1000, 12800),
     ("knights_knaves", "base"): _spec("knights_knaves", "base", 128, 4, 300, 6400),
     ("knights_knaves", "teacher"): _spec("knights_knaves", "teacher", 128, 4, 600, 8000),
     ("tool_lookup", "base"): _spec(

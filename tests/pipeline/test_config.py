@@ -90,3 +90,27 @@ def test_stage_refs_resolve_to_exports():
     assert (run.model.source, run.model.path) == ("pretrained", "/w/opd/export")
     assert '"num_numbers": 3' in run.task.options  # the base's warm-start task options
     assert c.stages.rl.run.model.source == "warm_start"  # the stage config is unchanged
+
+
+def test_a_rerun_may_append_stages_but_not_change_the_old_ones(tmp_path):
+    from rlvr_jax.pipeline.run import _check_config
+
+    c = _pipeline()
+    _check_config(tmp_path, c)  # writes config.json
+    _check_config(tmp_path, _pipeline())  # the same pipeline: fine
+    longer = _pipeline()
+    m = add_stage(longer, "merge2", "merge", init="sft")
+    m.run.specialists = "opd"
+    _check_config(tmp_path, longer)  # appended: fine (and now saved)
+    again = _pipeline()
+    add_stage(again, "merge2", "merge", init="sft").run.specialists = "opd"
+    again.stages.rl.run.train.steps = 99  # a resumable field of a stage's run
+    again.eval.n_samples = 8  # the pipeline's evaluation
+    _check_config(tmp_path, again)
+    changed = _pipeline()
+    add_stage(changed, "merge2", "merge", init="sft").run.specialists = "opd"
+    changed.stages.opd.run.credit.opdvr.gate = "relu"
+    with pytest.raises(ValueError, match="stages.opd.run.credit.opdvr.gate"):
+        _check_config(tmp_path, changed)
+    with pytest.raises(ValueError, match="order"):
+        _check_config(tmp_path, _pipeline())  # a stage dropped

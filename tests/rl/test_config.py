@@ -4,9 +4,9 @@ from pathlib import Path
 import ml_collections
 import pytest
 
+from rlvr_jax.registry import Registry
 from rlvr_jax.rl import credit, objectives
 from rlvr_jax.rl.config import apply_variant, default_config, validate
-from rlvr_jax.rl.registry import Registry
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments" / "baselines"
 BASELINES = sorted(p.stem for p in EXPERIMENTS.glob("*.py"))

@@ -153,7 +153,7 @@ def test_loss_spec_is_hashable_and_tis_weights_apply():
         "mask_BxT": jnp.ones((1, 3), bool),
         "old_logps_BxT": lp,
         "adv_BxT": jnp.ones((1, 3)),
-        "rollout_logps_BxT": jnp.log(jnp.array([[0.5, 1.0, 4.0]])),
+        "behaviour_logps_BxT": jnp.log(jnp.array([[0.5, 1.0, 4.0]])),
     }
     # TIS weight min(π_old / π_rollout, 2) = [2, 1, 0.25]; loss = -Σ w / 1 sequence / 3 tokens.
     loss, _ = objectives.policy_loss(spec, lp, mb, 1.0)

@@ -16,7 +16,8 @@ from rlvr_jax.rl import objectives
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.update import RLState, make_update
-from rlvr_jax.testing import tiny_config
+from rlvr_jax.rollout import score
+from rlvr_jax.testing import parity_score_rows, tiny_config
 
 from .test_config import load_experiment
 
@@ -210,17 +211,8 @@ def test_hl_gauss_critic_trainer_pulse_and_checkpoint(tmp_path, monkeypatch):
     c.critic.v_min, c.critic.v_max = -0.5, 1.5
     c.eval.at_start = False
 
-    original = trainer_lib.sample_groups
-
-    def sample_groups(*args, **kwargs):  # random models never pass: parity rewards
-        groups = original(*args, **kwargs)
-        groups.rewards = (np.where(groups.response_mask, groups.tokens, 0).sum(-1) % 2).astype(
-            np.float32
-        )
-        groups.correct = groups.rewards > 0
-        return groups
-
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    # Random models never pass: parity rewards.
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
     t = trainer_lib.Trainer(c, tmp_path)
     t.run()
     t.io.close()

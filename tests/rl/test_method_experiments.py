@@ -24,7 +24,7 @@ from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.tasks import CORRECT, arithmetic
-from rlvr_jax.train.evaluate import cut_at_stop
+from rlvr_jax.tokenizers import cut_at_stop
 from rlvr_jax.train.sft import end_of_turn_id
 
 from .test_trainer import _parity_rewards
@@ -55,9 +55,14 @@ METHODS = {
         signals="first_mistake",
         fields={"score.first_mistake.locator": "noisy", "score.first_mistake.error_rate": 0.3},
     ),
-    "gapo/gapo": dict(loss="gapo", fields={"loss.gapo.eps_low": 0.2, "loss.gapo.eps_min": 0.1}),
+    "gapo/gapo": dict(
+        loss="gapo",
+        signals="group_success",
+        fields={"loss.gapo.eps_low": 0.2, "loss.gapo.eps_min": 0.1},
+    ),
     "gapo/gapo_gspo": dict(
         loss="gapo_gspo",
+        signals="group_success",
         fields={"loss.gapo_gspo.eps_high": 4e-4, "loss.aggregation": "seq-mean-token-mean"},
     ),
     "opsa/opsa": dict(transforms="opsa", fields={"credit.opsa.c": 1.0, "credit.opsa.rl_coef": 0.0}),
@@ -136,10 +141,6 @@ METHODS = {
         fields={"credit.om_grpo_contrast.lam": 0.5, "score.pair_compare.judge": "consensus"},
     ),
     "om_grpo/ttrl": dict(signals="answers,majority_vote", fields={"data.group_size": 8}),
-    "oc_grpo/oc_grpo": dict(loss="oc_grpo", signals="behaviour", fields={"loss.oc_grpo.cap": 2.0}),
-    "lspo/lspo": dict(
-        loss="lspo", signals="behaviour", fields={"loss.lspo.length_normalise": True}
-    ),
     "gar/gar": dict(
         signals="gar",
         credit="reinforce_pp",  # the GAR reward is the advantage (reference code)
@@ -180,9 +181,15 @@ def _get(c, dotted):
     return c
 
 
+# Pipeline configs (several stages) in the same directories: tests/pipeline/test_experiments.py.
+PIPELINES = {"seq_opd_rl/pipeline", "rstg/rstg_sft"}
+
+
 def test_every_method_file_is_listed():
+    # The rollout-stage methods (oc_grpo, lspo, nc_grpo, agentic) have their own
+    # directories and pulses in tests/rl/test_rollout_experiments.py.
     found = sorted(f"{slug}/{p.stem}" for slug in SLUGS for p in (EXPERIMENTS / slug).glob("*.py"))
-    assert found == sorted(METHODS)
+    assert sorted(set(found) - PIPELINES) == sorted(METHODS)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -292,13 +299,8 @@ SCRIPTED = {
     "cbpo/cbpo",
     "rstg/rstg",
 }
-# Pulse-only overrides where the experiment's own pulse cannot move its quantity:
-# OC-GRPO / LSPO have no guided rollouts yet (w = 1 exactly on-policy, see their
-# docstrings): the pulse rescores μ under the guided prompt so the weights move.
-PULSE_OVERRIDES = {
-    "oc_grpo/oc_grpo": {"score.behaviour.context": "Reference solution:\n{solution}"},
-    "lspo/lspo": {"score.behaviour.context": "Reference solution:\n{solution}"},
-}
+# Pulse-only overrides where the experiment's own pulse cannot move its quantity.
+PULSE_OVERRIDES: dict[str, dict] = {}
 
 
 def _trace(problem, kind):
@@ -326,11 +328,19 @@ def _trace(problem, kind):
 
 def _scripted_rollouts(monkeypatch):
     """Rewrites the sampled responses by SCRIPT and verifies every row with the task."""
-    original = trainer_lib.sample_groups
+    original = trainer_lib.Trainer.rollout
 
-    def sample_groups(sampler, tokenizer, task, batch, params, key, **kwargs):
-        g = original(sampler, tokenizer, task, batch, params, key, **kwargs)
-        for f in ("tokens", "attention_mask", "response_mask", "logps", "entropy", "stopped"):
+    def rollout(self, request, key):
+        g = original(self, request, key)
+        tokenizer, task = self.tokenizer, self.task
+        for f in (
+            "tokens",
+            "attention_mask",
+            "response_mask",
+            "behaviour_logps",
+            "entropy",
+            "stopped",
+        ):
             setattr(g, f, np.array(getattr(g, f)))  # writable copies
         g.correct = np.array(g.correct)
         eot = end_of_turn_id(tokenizer)
@@ -345,7 +355,7 @@ def _scripted_rollouts(monkeypatch):
                 g.response_mask[r] = False
                 g.response_mask[r, start : start + len(ids)] = True
                 g.attention_mask[r] = g.prompt_mask[r] | g.response_mask[r]
-                g.logps[r] = g.entropy[r] = 0.0
+                g.behaviour_logps[r] = g.entropy[r] = 0.0
                 g.stopped[r] = True
             text = tokenizer.decode(
                 cut_at_stop(g.tokens[r][g.response_mask[r]], tokenizer.stop_ids)
@@ -354,7 +364,7 @@ def _scripted_rollouts(monkeypatch):
         g.rewards = g.correct.astype(np.float32)
         return g
 
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    monkeypatch.setattr(trainer_lib.Trainer, "rollout", rollout)
 
 
 def _signal_fields(c) -> list[str]:
@@ -576,13 +586,6 @@ def _om_contrast(c, bs, train):
     assert any(b["pair_compared_BxB"].any() for b in bs)
 
 
-def _off_context(c, bs, train):
-    for b in bs:
-        m = b["mask_BxT"]
-        assert np.abs(b["behaviour_logps_BxT"] - b["old_logps_BxT"])[m].max() > 1e-3
-    assert any(abs(x["is_weight"] - 1) > 1e-4 for x in train if "loss" in x)
-
-
 def _gar(c, bs, train):
     beta, varied = c.score.gar.beta, False
     for b in bs:
@@ -630,8 +633,6 @@ DEFINING = {
     "cbpo/cbpo": _cbpo,
     "om_grpo/om_grpo": _om,
     "om_grpo/om_grpo_contrast": _om_contrast,
-    "oc_grpo/oc_grpo": _off_context,
-    "lspo/lspo": _off_context,
     "gar/gar": _gar,
     "hl_gauss/hl_gauss": _hl_gauss,
 }
@@ -656,14 +657,14 @@ def test_method_has_a_pulse(name, tmp_path, monkeypatch):
         section, key = field.rsplit(".", 1)
         _get(c, section)[key] = value
     batches = []
-    original = trainer_lib.Trainer._batch
+    original = trainer_lib.Trainer.credit
 
-    def keep_batch(self, groups):
-        b = original(self, groups)
-        batches.append({k: np.asarray(v) for k, v in b.items()})
+    def keep_batch(self, batch, step, num_groups):
+        b = original(self, batch, step, num_groups)
+        batches.append({k: np.asarray(b[k]) for k in b.names()})
         return b
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", keep_batch)
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", keep_batch)
     c.eval.at_start = False
     c.checkpoint.export_final = False
     trainer_lib.train(c, tmp_path)

@@ -20,14 +20,15 @@ import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the signals)
 from rlvr_jax import tasks
-from rlvr_jax.rl import config as config_lib
 from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl.methods import model_signals as ms
+from rlvr_jax.rl.methods import teacher_dists as td
 from rlvr_jax.tasks import arithmetic
 from rlvr_jax.train import warmstart
 
+from .test_model_signals import _context as model_context
 from .test_model_signals import _groups as model_groups
-from .test_model_signals import _trainer
+from .test_model_signals import _model as context_model
 from .test_task_signals import CHARS, GOOD1, P1, _compute, _problem
 from .test_task_signals import _groups as task_groups
 
@@ -62,17 +63,12 @@ def _task_case(names, responses, group, problems, rewards=None, **options):
     if rewards is not None:
         g.rewards = np.asarray(rewards, np.float32)
         g.correct = g.rewards > 0
-    out = _compute(names, ARITH, CHARS, g, **options)
+    full = _compute(names, ARITH, CHARS, g, **options)
     mask = g.response_mask & g.valid[:, None]
-    fields = dict(
-        tokens_BxT=g.tokens,
-        mask_BxT=mask,
-        rewards_B=g.rewards,
-        correct_B=g.correct,
-        group_B=g.group,
-        valid_B=g.valid,
-        **out,
-    )
+    provided = [f for n in names.split(",") for f in signals.provides(n.strip())]
+    out = {f: full[f] for f in provided}
+    fields = {f: full[f] for f in full.names()}
+    fields.update({"rewards_B": g.rewards, "mask_BxT": mask, **out})
     return out, fields, _grpo(g.rewards, g.group, g.valid, mask)
 
 
@@ -105,6 +101,29 @@ def first_mistake_reduces():
     )
     np.testing.assert_array_equal(out["first_mistake_B"], [-1, 0, -1, 0])
     np.testing.assert_allclose(_apply("cliff", a, f), a, **TOL)
+
+
+def majority_vote_differs():
+    # Answers (31, 31, 32, 35), verdicts (0, 0, 1, 0): TTRL rewards the majority 31,
+    # (1, 1, 0, 0), so GRPO on them gives ±0.5/(√(1/3) + ε) where the verifier's
+    # rewards would give (−.5, −.5, 1.5, −.5).
+    responses = [BAD_LINE2, BAD_LINE2, GOOD1, BAD_LINE1]
+    out, f, a = _task_case("answers,majority_vote", responses, [0] * 4, [_problem(P1)])
+    np.testing.assert_array_equal(out["rewards_B"], [1, 1, 0, 0])
+    got = _grpo(out["rewards_B"], [0] * 4, [True] * 4, f["mask_BxT"])
+    a0 = 0.5 / (np.sqrt(1 / 3) + 1e-6)
+    np.testing.assert_allclose(got, np.array([a0, a0, -a0, -a0])[:, None] * f["mask_BxT"], **TOL)
+    assert np.abs(got - a).max() > 1
+
+
+def majority_vote_reduces():
+    # The majority answer is the right one and every wrong answer differs from it:
+    # the majority's rewards are the verifier's, GRPO exactly.
+    responses = [GOOD1, GOOD1, GOOD1, BAD_LINE2]
+    out, f, a = _task_case("answers,majority_vote", responses, [0] * 4, [_problem(P1)])
+    np.testing.assert_array_equal(out["rewards_B"], [1, 1, 1, 0])
+    got = _grpo(out["rewards_B"], [0] * 4, [True] * 4, f["mask_BxT"])
+    np.testing.assert_allclose(got, a, **TOL)
 
 
 P2 = "(7 + 5) * (3 + 4)"
@@ -206,40 +225,68 @@ def branches_reduces():
     np.testing.assert_allclose(_apply("cbpo", a, f), a, **TOL)
 
 
+# Language reward ("GRPO Beyond English"): r + w·1[detected language = target].
+def _language_case(weight, responses):
+    ml = tasks.get("multilingual_arithmetic", language="en")
+    g = task_groups(CHARS, ml, [ml.problem(0, "train")], responses, [0, 0])
+    out = _compute("language", ml, CHARS, g, language__weight=weight, language__language="")
+    mask = g.response_mask & g.valid[:, None]
+    return g, out["rewards_B"], _grpo(g.rewards, g.group, g.valid, mask), mask
+
+
+EN = "17 times 7 is 119\n15 minus 8 is 7\n119 minus 7 is 112\nAnswer: 112"
+FR = "17 fois 7 égale 119\n15 moins 8 égale 7\n119 moins 7 égale 112\nAnswer: 112"  # French steps
+
+
+def language_differs():
+    # Both rows answer correctly (GRPO: 0); only the English one reasons in the prompt's
+    # language, so with w = 0.5 the rewards are (1.5, 1.0) and GRPO gives ±1/√2.
+    g, rewards, a, mask = _language_case(0.5, [EN, FR])
+    assert g.correct.all() and np.abs(a).max() == 0
+    np.testing.assert_allclose(rewards, [1.5, 1.0], **TOL)
+    adv = _grpo(rewards, g.group, g.valid, mask)
+    per_row = (adv * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(per_row, [2**-0.5, -(2**-0.5)], atol=1e-5)
+
+
+def language_reduces():
+    # w = 0: the verifier's rewards unchanged, so the advantages equal GRPO's.
+    g, rewards, a, mask = _language_case(0.0, [EN, FR])
+    np.testing.assert_allclose(rewards, g.rewards, **TOL)
+    np.testing.assert_allclose(_grpo(rewards, g.group, g.valid, mask), a, **TOL)
+
+
 # ----------------------------------------------------------------------- model signals
 @pytest.fixture(scope="module")
 def model_case():
     """A tiny random policy on arithmetic, rollouts by hand, the trainer-scored batch."""
     tokenizer = warmstart.default_tokenizer()
     task = tasks.get("arithmetic", **warmstart.TASK_OPTIONS["arithmetic"])
-    tr = _trainer(tokenizer, task)
+    ctx = model_context(tokenizer, task)
     g = model_groups(tokenizer, task, np.random.default_rng(0))
-    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    g.behaviour_logps = ctx.policy.logps(g.tokens, g.attention_mask)
     g.rewards = g.correct.astype(np.float32)
     mask = g.response_mask & g.valid[:, None]
     b = {
         "tokens_BxT": g.tokens,
         "attention_mask_BxT": g.attention_mask,
         "mask_BxT": mask,
-        "old_logps_BxT": np.where(mask, g.logps, 0.0).astype(np.float32),
-        "rollout_logps_BxT": g.logps,
+        "behaviour_logps_BxT": g.behaviour_logps,
+        "old_logps_BxT": np.where(mask, g.behaviour_logps, 0.0).astype(np.float32),
         "entropy_BxT": np.zeros(mask.shape, np.float32),
         "rewards_B": g.rewards,
         "correct_B": g.correct,
         "group_B": g.group,
         "valid_B": g.valid,
-        "step": 0,
     }
-    ctx = signals.ScoreContext(config=config_lib.default_config(), trainer=tr)
     a = _grpo(g.rewards, g.group, g.valid, mask)
     return ctx, g, b, a
 
 
 def _no_hint(ctx):
     """The context with a task whose hint is empty: "{prompt}{hint}" is the plain prompt."""
-    tr = types.SimpleNamespace(**vars(ctx.trainer))
-    tr.task = types.SimpleNamespace(name="arithmetic", hint=lambda p: "")
-    return dataclasses.replace(ctx, trainer=tr, cache={})
+    task = types.SimpleNamespace(name="arithmetic", hint=lambda p: "")
+    return dataclasses.replace(ctx, task=task, cache={}, step_cache={})
 
 
 def hint_differs(model_case):
@@ -302,29 +349,27 @@ def cscr_shift_reduces(model_case):
     np.testing.assert_allclose(_apply("cscr", a, {**b, **out}), a, rtol=1e-4, atol=2e-5)
 
 
-def _loss(name, b, a, extra):
-    entry = objectives.POLICY_LOSSES.get(name)
-    mb = {**b, "adv_BxT": a, **extra}
-    lp = jnp.asarray(b["old_logps_BxT"] + 0.2 * b["mask_BxT"])  # ρ = e^0.2 on every token
-    kw = {"mb": mb} if entry.requires else {}
-    return np.asarray(entry.fn(lp, b["old_logps_BxT"], a, b["mask_BxT"], **kw, **entry.defaults)[0])
+def group_success_differs():
+    # GAPO's clip-rate buckets read each row's group success rate: groups of 4 with
+    # 1 and 3 correct rows give 0.25 and 0.75; the padding row gets 0.
+    batch = {
+        "group_B": np.array([0, 0, 0, 0, 1, 1, 1, 1, 1]),
+        "valid_B": np.array([1, 1, 1, 1, 1, 1, 1, 1, 0], bool),
+        "correct_B": np.array([1, 0, 0, 0, 1, 1, 1, 0, 1], bool),
+    }
+    out = signals.SIGNALS.get("group_success").fn(None, None, batch)
+    np.testing.assert_allclose(out["group_success_B"], [0.25] * 4 + [0.75] * 4 + [0.0])
 
 
-def behaviour_differs(model_case):
-    # OC-GRPO weights each token's PPO loss by clip(π_old/μ, 0, 2), μ the guided view.
-    ctx, g, b, a = model_case
-    out = ms.behaviour(ctx, g, b, context="Answer: {solution}")
-    w = np.clip(np.exp(b["old_logps_BxT"] - out["behaviour_logps_BxT"]), 0, 2) * b["mask_BxT"]
-    got = _loss("oc_grpo", b, a, out)
-    np.testing.assert_allclose(got, w * _loss("ppo_clip", b, a, {}), rtol=1e-5, atol=1e-6)
-    assert np.abs(w[b["mask_BxT"]] - 1).max() > 1e-3
-
-
-def behaviour_reduces(model_case):
-    # Plain rollouts: μ = the sampler's log-probs = π_old here, w = 1: PPO clip.
-    ctx, g, b, a = model_case
-    out = ms.behaviour(ctx, g, b, context="")
-    np.testing.assert_allclose(_loss("oc_grpo", b, a, out), _loss("ppo_clip", b, a, {}), **TOL)
+def group_success_reduces():
+    # All-correct and all-wrong groups: rates 1 and 0 (GRPO's zero-advantage groups).
+    batch = {
+        "group_B": np.array([0, 0, 1, 1]),
+        "valid_B": np.ones(4, bool),
+        "correct_B": np.array([1, 1, 0, 0], bool),
+    }
+    out = signals.SIGNALS.get("group_success").fn(None, None, batch)
+    np.testing.assert_allclose(out["group_success_B"], [1, 1, 0, 0])
 
 
 def _gar(ctx, g, b, **hp):
@@ -365,15 +410,14 @@ def _mopd(model_case, teacher_for):
     from rlvr_jax.rl.methods import mopd
 
     ctx, _, _, _ = model_case
-    tr = ctx.trainer
     mix = tasks.get(
         "mixture",
         domains=_MIX_DOMAINS,
         domain_options={d: warmstart.TASK_OPTIONS[d] for d in _MIX_DOMAINS},
     )
-    g = model_groups(tr.tokenizer, mix, np.random.default_rng(3), prompts=6, g=2)
+    g = model_groups(ctx.tokenizer, mix, np.random.default_rng(3), prompts=6, g=2)
     assert {mix.domain_of(p) for p in g.problems} == set(_MIX_DOMAINS)
-    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    g.behaviour_logps = ctx.policy.logps(g.tokens, g.attention_mask)
     g.rewards = (np.arange(len(g.group)) % 2).astype(np.float32)  # one right, one wrong
     g.correct = g.rewards > 0
     mask = g.response_mask & g.valid[:, None]
@@ -381,7 +425,7 @@ def _mopd(model_case, teacher_for):
         tokens_BxT=g.tokens,
         attention_mask_BxT=g.attention_mask,
         mask_BxT=mask,
-        old_logps_BxT=np.where(mask, g.logps, 0.0).astype(np.float32),
+        old_logps_BxT=np.where(mask, g.behaviour_logps, 0.0).astype(np.float32),
         rewards_B=g.rewards,
         correct_B=g.correct,
         group_B=g.group,
@@ -392,9 +436,9 @@ def _mopd(model_case, teacher_for):
     for d in _MIX_DOMAINS:
         model = teacher_for(d)
         save_pretrained(model, model.config, f"{root}/{d}")
-        warmstart.save_tokenizer(tr.tokenizer, f"{root}/{d}")
+        warmstart.save_tokenizer(ctx.tokenizer, f"{root}/{d}")
         spec[d] = {"path": f"{root}/{d}"}
-    fresh = dataclasses.replace(ctx, cache={})
+    fresh = dataclasses.replace(ctx, cache={}, step_cache={})
     out = mopd.mopd(fresh, g, b, teachers=json.dumps(spec), domain_key="domain")
     return out, b, _grpo(g.rewards, g.group, g.valid, mask)
 
@@ -403,8 +447,8 @@ def mopd_differs(model_case):
     # Routed to two other random teachers, opd_additive adds w·(ℓ^T − ℓ^S) per token.
     from rlvr_jax.models import init_model
 
-    tr = model_case[0].trainer
-    out, b, a = _mopd(model_case, lambda d: init_model(tr.model.config, seed=7 + len(d)))
+    cfg = model_case[0].policy.config
+    out, b, a = _mopd(model_case, lambda d: init_model(cfg, seed=7 + len(d)))
     got = _apply("opd_additive", a, {**b, **out}, weight=0.5)
     d = out["teacher_logps_BxT"] - b["old_logps_BxT"]
     np.testing.assert_allclose(got - a, 0.5 * d * b["mask_BxT"], rtol=1e-5, atol=1e-6)
@@ -413,26 +457,129 @@ def mopd_differs(model_case):
 
 def mopd_reduces(model_case):
     # Every domain's teacher is the policy itself: ℓ^T = ℓ^S, so MOPD's OPD term vanishes.
-    tr = model_case[0].trainer
-    out, b, a = _mopd(model_case, lambda d: tr.model)
+    policy = context_model(model_case[0])
+    out, b, a = _mopd(model_case, lambda d: policy)
     np.testing.assert_allclose(out["teacher_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
     np.testing.assert_allclose(_apply("opd_additive", a, {**b, **out}), a, **MODEL_TOL)
 
 
+def _student_states(ctx, b, topk=0):
+    """The policy's own next-token states on the plain rows (`teacher_dists.make_state_fn`)."""
+    p = ctx.policy
+    fn = td.make_state_fn(p.graphdef, topk=topk)
+    return np.asarray(fn(p.params, p.rest, b["tokens_BxT"], b["attention_mask_BxT"]))
+
+
+def _kl_loss(name, b, a, fields, **hp):
+    """Per-token loss `name` at θ = θ_old (ratio 1: its PPO part is −A)."""
+    entry = objectives.POLICY_LOSSES.get(name)
+    old = jnp.asarray(b["old_logps_BxT"])
+    hp = {**entry.defaults, **hp}
+    out, _ = entry.fn(old, old, jnp.asarray(a), b["mask_BxT"], mb=fields, **hp)
+    return np.asarray(out)
+
+
+def _vocab_mb(ctx, b, out):
+    kernel = np.asarray(context_model(ctx).output_kernel(), np.float32)
+    return dict(
+        out,
+        hidden_BxTxD=_student_states(ctx, b),
+        output_kernel_DxV=kernel,
+        teacher_kernel_DxV=kernel,  # a self-teacher: the policy's own kernel
+        correct_B=b["correct_B"],
+    )
+
+
+def _np_log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def teacher_hidden_differs(model_case):
+    # Self-teacher on the hinted view: opd_full_kl (rl_coef = 1) is PPO (−A at θ_old)
+    # plus the full-vocabulary KL of the policy's plain vs hinted next-token
+    # distributions (NumPy softmax over the vocabulary), > 0 on the response tokens.
+    ctx, g, b, a = model_case
+    out = td.teacher_hidden(ctx, g, b, **{**_TD_OPTS, "template": HINT_TPL})
+    mb = _vocab_mb(ctx, b, out)
+    w = mb["output_kernel_DxV"]
+    ls = _np_log_softmax(mb["hidden_BxTxD"] @ w)
+    lt = _np_log_softmax(out["teacher_hidden_BxTxD"] @ w)
+    m = b["mask_BxT"]
+    kl = np.where(m, (np.exp(ls) * (ls - lt)).sum(-1), 0)
+    got = _kl_loss("opd_full_kl", b, a, mb, rl_coef=1.0)
+    np.testing.assert_allclose(got - (-a * m), kl, rtol=1e-4, atol=2e-5)
+    assert kl[m].max() > 1e-3
+
+
+def teacher_hidden_reduces(model_case):
+    # No privileged information in the view: the teacher's states are the student's,
+    # KL = 0, and opd_full_kl (rl_coef = 1) is PPO clip.
+    ctx, g, b, a = model_case
+    out = td.teacher_hidden(_no_hint(ctx), g, b, **{**_TD_OPTS, "template": "{prompt}{hint}"})
+    mb = _vocab_mb(ctx, b, out)
+    m = b["mask_BxT"][..., None]
+    np.testing.assert_allclose(
+        out["teacher_hidden_BxTxD"], np.where(m, mb["hidden_BxTxD"], 0), rtol=0, atol=1e-4
+    )
+    got = _kl_loss("opd_full_kl", b, a, mb, rl_coef=1.0)
+    np.testing.assert_allclose(got, -a * b["mask_BxT"], **MODEL_TOL)
+
+
+def teacher_topk_differs(model_case):
+    # k = 4 tokens of the hinted view; opd_topk_kl (rl_coef = 0) is the KL of the plain
+    # and hinted distributions renormalised on those 4 tokens (NumPy).
+    ctx, g, b, a = model_case
+    out = td.teacher_topk(ctx, g, b, k=4, **{**_TD_OPTS, "template": HINT_TPL})
+    mb = _vocab_mb(ctx, b, out)
+    ids = out["teacher_topk_ids_BxTxK"]
+    ls = _np_log_softmax(mb["hidden_BxTxD"] @ mb["output_kernel_DxV"])
+    ls = _np_log_softmax(np.take_along_axis(ls, ids, -1))
+    lt = _np_log_softmax(out["teacher_topk_logps_BxTxK"])
+    m = b["mask_BxT"]
+    kl = np.where(m, (np.exp(ls) * (ls - lt)).sum(-1), 0)
+    np.testing.assert_allclose(_kl_loss("opd_topk_kl", b, a, mb), kl, rtol=1e-4, atol=2e-5)
+    assert kl[m].max() > 1e-3
+
+
+def teacher_topk_reduces(model_case):
+    # The plain view: the teacher's top-k are the student's own, KL = 0, PPO clip.
+    ctx, g, b, a = model_case
+    out = td.teacher_topk(_no_hint(ctx), g, b, k=4, **{**_TD_OPTS, "template": "{prompt}{hint}"})
+    got = _kl_loss("opd_topk_kl", b, a, _vocab_mb(ctx, b, out), rl_coef=1.0)
+    np.testing.assert_allclose(got, -a * b["mask_BxT"], **MODEL_TOL)
+
+
+_TD_OPTS = dict(source="hint", domain="", role="teacher", path="")
+
+
 SIGNAL_CASES = {
     "answers": (answers_differs, answers_reduces),
-    "behaviour": (behaviour_differs, behaviour_reduces),
     "branches": (branches_differs, branches_reduces),
     "cscr_shift": (cscr_shift_differs, cscr_shift_reduces),
     "cue": (cue_differs, cue_reduces),
     "first_mistake": (first_mistake_differs, first_mistake_reduces),
     "gar": (gar_differs, gar_reduces),
+    "group_success": (group_success_differs, group_success_reduces),
     "hint": (hint_differs, hint_reduces),
+    "language": (language_differs, language_reduces),
+    "majority_vote": (majority_vote_differs, majority_vote_reduces),
     "mopd": (mopd_differs, mopd_reduces),
     "pair_compare": (pair_compare_differs, pair_compare_reduces),
     "teacher": (teacher_differs, teacher_reduces),
+    "teacher_hidden": (teacher_hidden_differs, teacher_hidden_reduces),
+    "teacher_topk": (teacher_topk_differs, teacher_topk_reduces),
 }
-TASK_SIGNALS = ("answers", "branches", "cue", "first_mistake", "pair_compare")
+TASK_SIGNALS = (
+    "answers",
+    "branches",
+    "cue",
+    "first_mistake",
+    "group_success",
+    "language",
+    "majority_vote",
+    "pair_compare",
+)
 
 
 @pytest.mark.parametrize("name", TASK_SIGNALS)

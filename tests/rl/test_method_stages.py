@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from rlvr_jax.rl import scheduled
+from rlvr_jax.rl import select
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.scheduling.leeps import knn, neighbour_overlap
+from rlvr_jax.tokenizers import encode_prompt
 
 from .test_method_experiments import load
 from .test_trainer import _parity_rewards
@@ -32,9 +33,10 @@ def test_leeps_refresh_uses_the_current_policy(tmp_path):
     c = load("leeps/leeps", "pulse")
     c.select.leeps.refresh_every = 2
     t = trainer_lib.Trainer(c, tmp_path)
-    sched = t.sched
+    sched = t.selector
     before = sched.state["leeps"]["nbr"].copy()
-    prompts = [sched._encoded(i) for i in range(c.task.train_size)]
+    n = c.task.train_size
+    prompts = [encode_prompt(t.tokenizer, sched._problem(i).prompt) for i in range(n)]
     # Move the policy's weights in place, as the trainer's _sync_model does each step.
     params = nnx.state(t.model, nnx.Param)
     keys = iter(jax.random.split(jax.random.PRNGKey(1), len(jax.tree.leaves(params))))
@@ -46,7 +48,7 @@ def test_leeps_refresh_uses_the_current_policy(tmp_path):
     assert sched._refresh_neighbours() == {}  # not a refresh step
     sched.state["step"] = np.asarray(2, np.int32)
     stats = sched._refresh_neighbours()
-    want = knn(scheduled.prompt_embeddings(t.model, prompts, t.pad_id), c.select.leeps.neighbours)
+    want = knn(select.prompt_embeddings(t.model, prompts, t.pad_id), c.select.leeps.neighbours)
     np.testing.assert_array_equal(sched.state["leeps"]["nbr"], want)
     overlap = stats["select/leeps_neighbour_overlap"]
     assert overlap == neighbour_overlap(before, want) and overlap < 1.0
@@ -80,14 +82,14 @@ def test_cliff_noisy_pulse_moves_located_mistakes(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["om_grpo/ttrl", "om_grpo/om_grpo"])
 def test_test_time_training_trains_on_the_eval_prompts(name, tmp_path, monkeypatch):
     seen = []
-    original = trainer_lib.sample_groups
+    original = trainer_lib.Trainer.rollout
 
-    def sample_groups(*args, **kwargs):
-        groups = original(*args, **kwargs)
+    def rollout(self, request, key):
+        groups = original(self, request, key)
         seen.extend(p.id for p in groups.problems)
         return groups
 
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    monkeypatch.setattr(trainer_lib.Trainer, "rollout", rollout)
     c = load(name, "pulse+ttt")
     trainer_lib.train(c, tmp_path)
     ids = {f"arithmetic/test/{i}" for i in range(c.eval.num_problems)}
@@ -104,14 +106,14 @@ def test_test_time_training_trains_on_the_eval_prompts(name, tmp_path, monkeypat
 def test_self_teacher_pulse_logs_its_informativeness(name, tmp_path, monkeypatch):
     _parity_rewards(monkeypatch)
     batches = []
-    original = trainer_lib.Trainer._batch
+    original = trainer_lib.Trainer.credit
 
-    def keep(self, groups):
-        b = original(self, groups)
+    def keep(self, batch, step, num_groups):
+        b = original(self, batch, step, num_groups)
         batches.append(b)
         return b
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", keep)
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", keep)
     c = load(name, "pulse")
     c.eval.at_start = False
     trainer_lib.train(c, tmp_path)

@@ -49,7 +49,6 @@ def _batch(rng, groups=3, g=4, t=6):
         "rewards_B": correct.astype(np.float32),
         "group_B": np.repeat(np.arange(groups), g).astype(np.int32),
         "valid_B": np.ones(b, bool),
-        "step": 7,
     }
 
 
@@ -101,7 +100,7 @@ def test_transforms_give_the_kernels_numbers():
         "opd_denoised": opsa.denoised_opd_advantages(t, s, bt["correct_B"], m),
     }
     for name in TRANSFORMS:
-        got = credit.apply_transforms([name], adv, bt, hp)
+        got = credit.apply_transforms([name], adv, bt, hp, step=7)  # saf_opd's schedule step
         np.testing.assert_allclose(np.asarray(got), np.asarray(want[name]), atol=1e-6, err_msg=name)
     hp["opdvr"].update(grpd=True, u=0.2)
     got = credit.apply_transforms(["opdvr"], adv, bt, hp)
@@ -110,7 +109,8 @@ def test_transforms_give_the_kernels_numbers():
 
 
 @pytest.mark.parametrize(
-    "name,field", [("opdvr", "teacher_logps_BxT"), ("saf_opd", "step"), ("cpo", "hint_logps_BxT")]
+    "name,field",
+    [("opdvr", "teacher_logps_BxT"), ("saf_opd", "teacher_logps_BxT"), ("cpo", "hint_logps_BxT")],
 )
 def test_missing_signal_names_the_field(name, field):
     bt = _batch(np.random.default_rng(1))

@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import types
 from pathlib import Path
 
 import jax
@@ -18,8 +17,8 @@ from rlvr_jax.rl import build, signals
 from rlvr_jax.rl import config as config_lib
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import gar_signal as gs
-from rlvr_jax.rl.rollout import Groups
-from rlvr_jax.testing import tiny_config
+from rlvr_jax.rollout import Groups, score
+from rlvr_jax.testing import parity_score_rows, score_context, tiny_config
 from rlvr_jax.train.sft import encode_example, encode_prompt
 
 from .test_config import load_experiment
@@ -55,7 +54,7 @@ def _groups(tokenizer, problems, group_size, rng, response_len=7):
         attention_mask=attn,
         prompt_mask=attn & ~resp,
         response_mask=resp,
-        logps=zeros,
+        behaviour_logps=zeros,
         entropy=zeros,
         group=np.repeat(np.arange(len(problems)), group_size).astype(np.int32),
         valid=np.ones(rows, bool),
@@ -117,23 +116,12 @@ def test_gar_signal_matches_the_reference_rule_on_the_same_rows(variant="grad_hi
     # Shaped rewards: passing rows 1 (+ an overlong penalty on one), failing ones 0 or penalised.
     g.rewards = g.correct.astype(np.float32)
     g.rewards[[1, 2]] -= 0.25
-    _, params, rest = nnx.split(model, nnx.Param, ...)
-    trainer = types.SimpleNamespace(
-        model=model,
-        tokenizer=tokenizer,
-        task=task,
-        state=types.SimpleNamespace(params=params),
-        rest=rest,
-        mesh=None,
-        rules="fsdp",
-        _chunk=lambda: 4,  # 3 row chunks of rollouts
-    )
-    ctx = signals.ScoreContext(config=c, trainer=trainer)
+    ctx = score_context(model, tokenizer, task, chunk=4)  # 3 row chunks of rollouts
     mask = g.response_mask & g.valid[:, None]
     batch = dict(
         rewards_B=g.rewards, correct_B=g.correct, group_B=g.group, valid_B=g.valid, mask_BxT=mask
     )
-    out = signals.compute(ctx, g, batch)
+    out = gs.gar_signal(ctx, g, batch, **c.score.gar.to_dict())
     assert set(out) == {"rewards_B", "old_logps_BxT"}
 
     sig = np.asarray(
@@ -164,7 +152,8 @@ def test_gar_signal_matches_the_reference_rule_on_the_same_rows(variant="grad_hi
     np.testing.assert_array_equal(got[~passed], g.rewards[~passed])
     # With the verifier's 0/1 rewards the signal is exactly GAR's reward.
     batch["rewards_B"] = passed.astype(np.float32)
-    np.testing.assert_allclose(signals.compute(ctx, g, batch)["rewards_B"], want, atol=2e-5)
+    got = gs.gar_signal(ctx, g, batch, **c.score.gar.to_dict())["rewards_B"]
+    np.testing.assert_allclose(got, want, atol=2e-5)
     # The same forward pass gave the trainer's old log-probs.
     want_logps = np.where(mask, token_logps(model, g.tokens, g.attention_mask), 0.0)
     np.testing.assert_allclose(out["old_logps_BxT"], want_logps, rtol=1e-5, atol=1e-5)
@@ -274,25 +263,16 @@ def test_gar_signal_trainer_pulse(tmp_path, monkeypatch):
     c = load_experiment("grpo", "pulse")
     c.score.signals = "gar"
     c.eval.at_start = False
-    original_sample = trainer_lib.sample_groups
-
-    def sample_groups(*args, **kwargs):
-        # A random model never solves a task: pass rows by parity so GAR has passing rollouts.
-        groups = original_sample(*args, **kwargs)
-        tokens = np.where(groups.response_mask, groups.tokens, 0)
-        groups.correct = tokens.sum(-1) % 2 > 0
-        groups.rewards = groups.correct.astype(np.float32)
-        return groups
-
     seen = []
     original_compute = signals.compute
 
-    def compute(ctx, groups, batch):
-        out = original_compute(ctx, groups, batch)
+    def compute(ctx, groups, batch, names, options):
+        out = original_compute(ctx, groups, batch, names, options)
         seen.append((batch["rewards_B"].copy(), batch["correct_B"] & batch["valid_B"], out))
         return out
 
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    # A random model never solves a task: pass rows by parity so GAR has passing rollouts.
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
     monkeypatch.setattr(signals, "compute", compute)
     trainer_lib.train(c, tmp_path)
     assert len(seen) == 2

@@ -32,15 +32,18 @@ def test_gapo_losses_are_selectable_and_match_the_kernels(name):
     c = config_lib.default_config()
     c.loss.name = name
     c.loss.aggregation = "seq-mean-token-mean"
+    c.score.signals = "group_success"  # the clip-rate-by-success diagnostics read it
     config_lib.validate(c)
     hp = c.loss[name].to_dict()
     spec = objectives.LossSpec(
         name=name, hparams=tuple(sorted(hp.items())), aggregation=c.loss.aggregation
     )
     mb = _batch(1)
+    mb["group_success_B"] = np.full(len(mb["mask_BxT"]), 0.5, np.float32)
     m = mb["mask_BxT"]
     denom = objectives.denominator(spec, m)
-    loss, sums = objectives.policy_loss(spec, mb["logps_BxT"], mb, denom)
+    stats = objectives.minibatch_stats(spec, mb)  # Ā of this (whole) minibatch
+    loss, sums = objectives.policy_loss(spec, mb["logps_BxT"], mb, denom, minibatch=stats)
     args = (mb["logps_BxT"], mb["old_logps_BxT"])
     if name == "gapo":
         want_BxT, stats = gapo_lib.gapo_ppo_objective(*args, mb["adv_BxT"], m, **hp)

@@ -1,11 +1,10 @@
-"""Score-stage signals with a model forward pass: teacher, hint, cscr_shift, behaviour."""
+"""Score-stage signals with a model forward pass: teacher, hint, cscr_shift."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import json
-import types
 from pathlib import Path
 
 import jax
@@ -21,38 +20,34 @@ from rlvr_jax.rl import signals
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import model_signals as ms
 from rlvr_jax.rl.methods import teacher_dists as td
-from rlvr_jax.rl.rollout import Groups
-from rlvr_jax.rl.update import make_scorer
-from rlvr_jax.testing import tiny_config
-from rlvr_jax.tokenizers import CharTokenizer
+from rlvr_jax.rollout import Groups, score
+from rlvr_jax.tasks import arithmetic
+from rlvr_jax.testing import parity_score_rows, score_context, tiny_config
+from rlvr_jax.tokenizers import CharTokenizer, encode_prompt
 from rlvr_jax.train import warmstart
-from rlvr_jax.train.sft import encode_prompt
 
 HINT_TPL = "{prompt}\n{hint}"
 
 
-def _trainer(tokenizer, task, seed=0, chunk=4):
-    """The attributes of a Trainer the signals read, on a tiny random policy."""
+def _context(tokenizer, task, seed=0, chunk=4):
+    """A ScoreContext on a tiny random policy."""
     cfg = tiny_config(
         "qwen3",
         vocab_size=tokenizer.vocab_size,
         eos_token_id=tokenizer.eos_id,
         max_position_embeddings=512,
     )
-    model = init_model(cfg, seed=seed)
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    return types.SimpleNamespace(
-        model=model,
-        tokenizer=tokenizer,
-        task=task,
-        pad_id=tokenizer.pad_id or 0,
-        scorer=make_scorer(graphdef),
-        state=types.SimpleNamespace(params=params),
-        rest=rest,
-        _chunk=lambda: chunk,
-        mesh=None,
-        rules="fsdp",
-    )
+    return score_context(init_model(cfg, seed=seed), tokenizer, task, chunk=chunk)
+
+
+def _model(ctx):
+    """The policy model of a ScoreContext."""
+    return nnx.merge(ctx.policy.graphdef, ctx.policy.params, ctx.policy.rest)
+
+
+class _EmptyHint(arithmetic.ArithmeticTask):
+    def hint(self, problem):
+        return ""
 
 
 def _groups(tokenizer, task, rng, *, prompts=3, g=2, budget=12):
@@ -76,7 +71,7 @@ def _groups(tokenizer, task, rng, *, prompts=3, g=2, budget=12):
         attention_mask=attn,
         prompt_mask=pmask,
         response_mask=rmask,
-        logps=zeros,
+        behaviour_logps=zeros,
         entropy=zeros,
         group=np.repeat(np.arange(prompts), g).astype(np.int32),
         valid=np.array([True] * (rows - 1) + [False]),  # a padding row: masked out
@@ -93,21 +88,20 @@ def setup():
     """A tiny policy on arithmetic, one step's groups and its batch fields."""
     tokenizer = warmstart.default_tokenizer()
     task = tasks.get("arithmetic", **warmstart.TASK_OPTIONS["arithmetic"])
-    tr = _trainer(tokenizer, task)
+    ctx = _context(tokenizer, task)
     g = _groups(tokenizer, task, np.random.default_rng(0))
     # The sampler's log-probs equal teacher forcing; here they are teacher forcing.
-    g.logps = np.asarray(tr.scorer(tr.state.params, tr.rest, g.tokens, g.attention_mask))
+    g.behaviour_logps = ctx.policy.logps(g.tokens, g.attention_mask)
     mask = g.response_mask & g.valid[:, None]
     b = {
         "tokens_BxT": g.tokens,
         "attention_mask_BxT": g.attention_mask,
         "mask_BxT": mask,
-        "old_logps_BxT": np.where(mask, g.logps, 0.0).astype(np.float32),
-        "rollout_logps_BxT": g.logps,
+        "old_logps_BxT": np.where(mask, g.behaviour_logps, 0.0).astype(np.float32),
+        "behaviour_logps_BxT": g.behaviour_logps,
         "correct_B": g.correct,
         "valid_B": g.valid,
     }
-    ctx = signals.ScoreContext(config=config_lib.default_config(), trainer=tr)
     return ctx, g, b
 
 
@@ -124,7 +118,7 @@ def _scored(model, tokens, attn) -> np.ndarray:
     return np.asarray(_jit_token_logps(*nnx.split(model), tokens, attn))
 
 
-def _direct(tr, prompts: list[str], g, b) -> np.ndarray:
+def _direct(ctx, prompts: list[str], g, b, model=None) -> np.ndarray:
     """[R, L]: row i's response scored after the chat-wrapped prompts[i], built by hand.
 
     Each row is [prompt][response] from column 0 (right padding cannot change
@@ -136,13 +130,13 @@ def _direct(tr, prompts: list[str], g, b) -> np.ndarray:
     attn = np.zeros((rows, _DIRECT_WIDTH), np.int32)
     spans = []
     for i in range(rows):
-        p = encode_prompt(tr.tokenizer, prompts[i])
+        p = encode_prompt(ctx.tokenizer, prompts[i])
         r = g.tokens[i][b["mask_BxT"][i]]
         assert len(p) + len(r) <= _DIRECT_WIDTH
         tokens[i, : len(p) + len(r)] = p + r.tolist()
         attn[i, : len(p) + len(r)] = 1
         spans.append((len(p), len(p) + len(r)))
-    lp = _scored(tr.model, tokens, attn)
+    lp = _scored(model or _model(ctx), tokens, attn)
     out = np.zeros((rows, length), np.float32)
     for i, (lo, hi) in enumerate(spans):
         out[i, b["mask_BxT"][i]] = lp[i, lo:hi]
@@ -169,44 +163,40 @@ def test_relayout_maps_every_response_column_back():
 
 def test_hint_equals_direct_scoring_of_the_hand_built_sequence(setup):
     ctx, g, b = setup
-    tr = ctx.trainer
     out = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="")
     assert set(out) == {"hint_logps_BxT"}
     rows = range(len(g.tokens))
-    texts = [_problem(g, i).prompt + "\n" + tr.task.hint(_problem(g, i)) for i in rows]
-    np.testing.assert_allclose(out["hint_logps_BxT"], _direct(tr, texts, g, b), atol=2e-5)
+    texts = [_problem(g, i).prompt + "\n" + ctx.task.hint(_problem(g, i)) for i in rows]
+    np.testing.assert_allclose(out["hint_logps_BxT"], _direct(ctx, texts, g, b), atol=2e-5)
     # The hint changes the numbers (the context really is in the prompt).
     assert np.abs(out["hint_logps_BxT"] - b["old_logps_BxT"]).max() > 1e-3
 
 
 def test_empty_hint_reproduces_the_old_logps(setup):
     ctx, g, b = setup
-    empty = dataclasses.replace(ctx, trainer=types.SimpleNamespace(**vars(ctx.trainer)))
-    empty.trainer.task = types.SimpleNamespace(name="arithmetic", hint=lambda p: "")
+    empty = dataclasses.replace(ctx, task=_EmptyHint(**warmstart.TASK_OPTIONS["arithmetic"]))
     lp = ms.hint(empty, g, b, template="{prompt}{hint}", correct_template="")["hint_logps_BxT"]
     np.testing.assert_allclose(lp, b["old_logps_BxT"], atol=1e-5)
 
 
 def test_hint_uses_the_correct_template_on_correct_rows(setup):
     ctx, g, b = setup
-    tr = ctx.trainer
     tpl = "{prompt}\nA correct solution:\n{response}\nRephrase it."
     lp = ms.hint(ctx, g, b, template=HINT_TPL, correct_template=tpl)["hint_logps_BxT"]
     texts = []
     for i in range(len(g.tokens)):
         p = _problem(g, i)
         if b["correct_B"][i]:
-            response = tr.tokenizer.decode(g.tokens[i][g.response_mask[i]])
+            response = ctx.tokenizer.decode(g.tokens[i][g.response_mask[i]])
             texts.append(tpl.format(prompt=p.prompt, response=response))
         else:
-            texts.append(p.prompt + "\n" + tr.task.hint(p))
+            texts.append(p.prompt + "\n" + ctx.task.hint(p))
     assert b["correct_B"][b["valid_B"]].any() and not b["correct_B"].all()
-    np.testing.assert_allclose(lp, _direct(tr, texts, g, b), atol=2e-5)
+    np.testing.assert_allclose(lp, _direct(ctx, texts, g, b), atol=2e-5)
 
 
 def test_cscr_shifts_are_the_context_logps_minus_the_old_ones(setup):
     ctx, g, b = setup
-    tr = ctx.trainer
     pos, neg = "{prompt}\nThis is right.", "{prompt}\nThis is wrong."
     out = ms.cscr_shift(ctx, g, b, correct_template=pos, incorrect_template=neg)
     assert set(out) == set(signals.provides("cscr_shift"))
@@ -215,27 +205,16 @@ def test_cscr_shifts_are_the_context_logps_minus_the_old_ones(setup):
         ("cf_shift_incorrect_BxT", "\nThis is wrong."),
     ):
         texts = [_problem(g, i).prompt + suffix for i in range(len(g.tokens))]
-        want = _direct(tr, texts, g, b) - b["old_logps_BxT"]
+        want = _direct(ctx, texts, g, b) - b["old_logps_BxT"]
         np.testing.assert_allclose(out[field], want, atol=2e-5)
     assert not np.allclose(out["cf_shift_correct_BxT"], out["cf_shift_incorrect_BxT"])
-
-
-def test_behaviour_is_the_rollout_logps_or_the_context_view(setup):
-    ctx, g, b = setup
-    tr = ctx.trainer
-    out = ms.behaviour(ctx, g, b, context="")["behaviour_logps_BxT"]
-    np.testing.assert_array_equal(out, np.where(b["mask_BxT"], g.logps, 0.0))
-    out = ms.behaviour(ctx, g, b, context="Answer: {solution}")["behaviour_logps_BxT"]
-    texts = [f"{p.prompt}\nAnswer: {p.solution}" for p in (_problem(g, i) for i in range(6))]
-    np.testing.assert_allclose(out, _direct(tr, texts, g, b), atol=2e-5)
 
 
 def test_template_errors_name_the_option_and_the_task(setup):
     ctx, g, b = setup
     with pytest.raises(ValueError, match=r"score.hint.template.*'answer'.*valid fields"):
         ms.hint(ctx, g, b, template="{prompt} {answer}", correct_template="")
-    no_hint = dataclasses.replace(ctx, trainer=types.SimpleNamespace(**vars(ctx.trainer)))
-    no_hint.trainer.task = tasks.get("countdown")
+    no_hint = dataclasses.replace(ctx, task=tasks.get("countdown"))
     with pytest.raises(ValueError, match=r"task 'countdown' has no hint"):
         ms.hint(no_hint, g, b, template=HINT_TPL, correct_template="")
 
@@ -288,7 +267,7 @@ def test_teacher_source_hint_is_the_hint_view(setup):
 
 def test_teacher_with_another_tokenizer_is_refused():
     tok = CharTokenizer(vocab_size=128)
-    ctx = signals.ScoreContext(config=config_lib.default_config(), trainer=_trainer(tok, None))
+    ctx = _context(tok, tasks.get("arithmetic"))
     with pytest.raises(
         ValueError, match=r"config.score.teacher.*does not share the policy's tokenizer"
     ):
@@ -301,21 +280,21 @@ def test_teacher_with_another_tokenizer_is_refused():
 def test_teacher_hidden_and_topk_equal_a_direct_forward_of_the_hint_view(setup):
     ctx, g, b = setup
     ctx = dataclasses.replace(ctx, cache={})
-    tr = ctx.trainer
+    model = _model(ctx)
     kw = dict(source="hint", domain="", role="teacher", path="", template=HINT_TPL)
     h = td.teacher_hidden(ctx, g, b, **kw)["teacher_hidden_BxTxD"]
     top = td.teacher_topk(ctx, g, b, k=3, **kw)
     m = b["mask_BxT"]
     rows, length = m.shape
-    texts = [p.prompt + "\n" + tr.task.hint(p) for p in (_problem(g, i) for i in range(rows))]
+    texts = [p.prompt + "\n" + ctx.task.hint(p) for p in (_problem(g, i) for i in range(rows))]
     for i in range(rows):
         if not m[i].any():
             assert not h[i].any() and not top["teacher_topk_ids_BxTxK"][i].any()
             continue
-        p = encode_prompt(tr.tokenizer, texts[i])
+        p = encode_prompt(ctx.tokenizer, texts[i])
         r = g.tokens[i][m[i]].tolist()
         ids = np.asarray([p + r], np.int32)
-        out = tr.model.forward(ids, np.ones_like(ids), return_hidden=True)
+        out = model.forward(ids, np.ones_like(ids), return_hidden=True)
         lo = len(p)
         want_h = np.asarray(out.hidden[0, lo - 1 : lo - 1 + len(r)])  # state before each token
         np.testing.assert_allclose(h[i][m[i]], want_h, atol=2e-5)
@@ -336,7 +315,7 @@ def test_hint_diagnostics_are_the_noise_and_agreement_kernels(setup):
     lp = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="", diagnostics=True)
     lp = lp["hint_logps_BxT"]
     got = dict(ctx.metrics)
-    exact = dict(locator="exact", error_rate=0.0, judge_domain="", judge_role="judge")
+    exact = dict(locator="exact", error_rate=0.0, noise_seed=0, judge_domain="", judge_role="judge")
     first = locators.first_mistake(ctx, g, b, **exact, judge_max_new_tokens=8)["first_mistake_B"]
     assert (first >= 0).any()  # random responses: the locator finds mistakes
     m, old, ok = b["mask_BxT"], b["old_logps_BxT"], b["correct_B"]
@@ -357,8 +336,7 @@ def test_hint_diagnostics_are_the_noise_and_agreement_kernels(setup):
 def test_diagnostics_without_a_locator_log_only_the_noise_stats(setup):
     ctx, g, b = setup
     countdown = tasks.get("countdown", **warmstart.TASK_OPTIONS["countdown"])
-    tr = types.SimpleNamespace(**{**vars(ctx.trainer), "task": countdown})
-    cd_ctx = signals.ScoreContext(config=ctx.config, trainer=tr)
+    cd_ctx = dataclasses.replace(ctx, task=countdown, metrics={})
     ms.teacher_diagnostics(cd_ctx, g, b, b["old_logps_BxT"] + 0.5, prefix="teacher")
     assert "teacher/sign_agree" not in cd_ctx.metrics
     assert cd_ctx.metrics["teacher/noise_frac_correct"] == 0.0  # r = +0.5 everywhere
@@ -369,26 +347,17 @@ def test_diagnostics_without_a_locator_log_only_the_noise_stats(setup):
 # ------------------------------------------------------------------------ end to end
 def _parity_rewards(monkeypatch):
     """A random model never solves a task: reward rows by the parity of their tokens."""
-    original = trainer_lib.sample_groups
-
-    def sample(*args, **kwargs):
-        groups = original(*args, **kwargs)
-        tokens = np.where(groups.response_mask, groups.tokens, 0)
-        groups.rewards = (tokens.sum(-1) % 2).astype(np.float32)
-        groups.correct = groups.rewards > 0
-        return groups
-
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample)
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
 
 
 def _capture(monkeypatch):
-    """Records (groups, batch, signal fields) of every step."""
+    """Records (context, groups, batch, batch with the signal fields) of every step."""
     seen = []
     original = signals.compute
 
-    def compute(ctx, groups, batch):
-        out = original(ctx, groups, batch)
-        seen.append((ctx.trainer, groups, dict(batch), out))
+    def compute(ctx, groups, batch, names, options):
+        out = original(ctx, groups, batch, names, options)
+        seen.append((ctx, groups, batch, out))
         return out
 
     monkeypatch.setattr(trainer_lib.signals, "compute", compute)
@@ -421,7 +390,7 @@ def test_trainer_pulse_with_a_model_signal(transform, signal, tmp_path, monkeypa
     for x in train:
         assert 0.0 <= x[f"{signal}/noise_frac"] <= 1.0
         assert 0.0 <= x[f"{signal}/sign_agree_balanced"] <= 1.0
-    tr, g, b, out = seen[0]
+    ctx, g, b, out = seen[0]
     field = signals.provides(signal)[0]
     m = b["mask_BxT"]
     if signal == "teacher":
@@ -429,11 +398,12 @@ def test_trainer_pulse_with_a_model_signal(transform, signal, tmp_path, monkeypa
         want = _scored(ws.model, b["tokens_BxT"], b["attention_mask_BxT"])
         np.testing.assert_allclose(out[field], np.where(m, want, 0), atol=1e-5, rtol=1e-5)
     else:
-        texts = [p.prompt + "\n" + tr.task.hint(p) for p in (_problem(g, i) for i in range(len(m)))]
+        texts = [
+            p.prompt + "\n" + ctx.task.hint(p) for p in (_problem(g, i) for i in range(len(m)))
+        ]
         # Step 0 scores with the initial weights: a fresh init of the same seed.
-        init = types.SimpleNamespace(model=init_model(tr.model.config, seed=c.seed))
-        init.tokenizer = tr.tokenizer
-        np.testing.assert_allclose(out[field], _direct(init, texts, g, b), atol=2e-5)
+        init = init_model(ctx.policy.config, seed=c.seed)
+        np.testing.assert_allclose(out[field], _direct(ctx, texts, g, b, init), atol=2e-5)
 
 
 def test_map_row_chunks_pads_the_last_chunk_with_row_0_and_cuts_it():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -9,13 +10,11 @@ import pytest
 
 from rlvr_jax import tasks
 from rlvr_jax.models import init_model, load_pretrained, save_pretrained
-from rlvr_jax.rl import config as config_lib
-from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods import model_signals, mopd
 from rlvr_jax.testing import tiny_config
 from rlvr_jax.train import warmstart
 
-from .test_model_signals import _groups, _scored, _trainer
+from .test_model_signals import _context, _groups, _scored
 
 DOMAINS = ("arithmetic", "knights_knaves")
 
@@ -34,7 +33,7 @@ def setup(tmp_path_factory):
     task = tasks.get(
         "mixture", domains=DOMAINS, domain_options={d: warmstart.TASK_OPTIONS[d] for d in DOMAINS}
     )
-    tr = _trainer(tokenizer, task, chunk=3)
+    ctx = _context(tokenizer, task, chunk=3)
     g = _groups(tokenizer, task, np.random.default_rng(1), prompts=6, g=2)
     assert {task.domain_of(p) for p in g.problems} == set(DOMAINS)
     mask = g.response_mask & g.valid[:, None]
@@ -47,7 +46,6 @@ def setup(tmp_path_factory):
         "knights_knaves": _teacher(root / "t_kk", tokenizer, intermediate_size=256, num_layers=3),
     }
     teachers = json.dumps({d: {"path": p} for d, p in paths.items()})
-    ctx = signals.ScoreContext(config=config_lib.default_config(), trainer=tr)
     return ctx, g, b, paths, teachers
 
 
@@ -57,14 +55,14 @@ def test_each_row_is_scored_by_its_domains_teacher_only(setup, monkeypatch):
     original = model_signals.load_teacher
 
     def counting_load_teacher(ctx_, **spec):
-        scorer, params, rest = original(ctx_, **spec)
+        scorer = original(ctx_, **spec)
         domain = next(d for d, p in paths.items() if p == spec["path"])
 
-        def scorer_(params_, rest_, tokens, attn):
+        def fn(params_, rest_, tokens, attn):
             seen[domain].extend(tuple(row) for row in np.asarray(tokens))
-            return scorer(params_, rest_, tokens, attn)
+            return scorer.fn(params_, rest_, tokens, attn)
 
-        return scorer_, params, rest
+        return dataclasses.replace(scorer, fn=fn)
 
     monkeypatch.setattr(mopd, "load_teacher", counting_load_teacher)
     out = mopd.mopd(ctx, g, b, teachers=teachers, domain_key="domain")["teacher_logps_BxT"]

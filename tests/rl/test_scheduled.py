@@ -10,12 +10,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlvr_jax.rl import build, credit, scheduled
+from rlvr_jax.rl import build, credit, select
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import default_config, validate
-from rlvr_jax.scheduling import Pool, load_state
+from rlvr_jax.rollout import score
+from rlvr_jax.scheduling import SCHEDULERS, Pool, load_state
 from rlvr_jax.scheduling.estimators import BetaEstimator, GraphEstimator
-from rlvr_jax.testing import toy_tokenizer
+from rlvr_jax.testing import parity_score_rows, toy_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2] / "experiments"
 CONFIGS = {
@@ -37,12 +38,7 @@ def _experiment(slug: str, variant: str = "pulse"):
 
 def _parity_rewards(monkeypatch):
     """A random model never solves a task: reward each response by the parity of its tokens."""
-
-    def verify(task, tokenizer, problem, response_tokens, stop_ids):
-        r = float(sum(response_tokens) % 2)
-        return r, r > 0, "parity"
-
-    monkeypatch.setattr(scheduled, "verify", verify)
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
 
 
 def _train_lines(workdir):
@@ -58,7 +54,7 @@ def test_every_scheduler_experiment_validates_in_every_variant():
         for variant in ("", "arithmetic", "pulse"):
             c = _experiment(slug, variant)
             validate(c)
-            assert c.select.name in scheduled.SCHEDULED
+            assert c.select.name in SCHEDULERS
     assert _experiment("graph_difficulty").select.estimator == "graph"
 
 
@@ -120,9 +116,9 @@ def test_graph_estimator_settings_come_from_config_select_graph():
     for k, v in settings.items():
         c.select.graph[k] = v
     validate(c)
-    assert scheduled.build_scheduler(c).estimator == GraphEstimator(**settings)
+    assert select.build_scheduler(c).estimator == GraphEstimator(**settings)
     c.select.estimator = "beta"  # the graph settings apply to the graph estimator only
-    assert scheduled.build_scheduler(c).estimator == BetaEstimator()
+    assert select.build_scheduler(c).estimator == BetaEstimator()
 
 
 # ------------------------------------------------------------------------ PAIR prior
@@ -145,12 +141,12 @@ class _Task:
 def test_remaining_token_prior_is_mean_reference_length_minus_prefix():
     # Lengths 2 + 1 and 6 + 1 (end of turn): mean 5; minus a 2-token prefix = 3.
     task = _Task(["ab", "abcdef"])
-    assert scheduled.remaining_token_prior(task, _Tokens(), 2, 64, num=2) == 3.0
+    assert select.remaining_token_prior(task, _Tokens(), 2, 64, num=2) == 3.0
     # Clipped to [1, L_max - prefix] ...
-    assert scheduled.remaining_token_prior(task, _Tokens(), 2, 4, num=2) == 2.0
-    assert scheduled.remaining_token_prior(task, _Tokens(), 9, 64, num=2) == 1.0
+    assert select.remaining_token_prior(task, _Tokens(), 2, 4, num=2) == 2.0
+    assert select.remaining_token_prior(task, _Tokens(), 9, 64, num=2) == 1.0
     # ... and the cap when the task has no reference solutions.
-    assert scheduled.remaining_token_prior(_Task([""]), _Tokens(), 16, 64) == 48.0
+    assert select.remaining_token_prior(_Task([""]), _Tokens(), 16, 64) == 48.0
 
 
 def test_pair_prior_field_zero_is_derived_else_used():
@@ -158,10 +154,10 @@ def test_pair_prior_field_zero_is_derived_else_used():
     c.select.name = "pair"
     c.select.pair.prefix_tokens = 16
     assert c.select.pair.prior_remaining == 0.0  # the default: derive from the task
-    assert scheduled.build_scheduler(c).prior_remaining == 48.0  # no task: L_max - prefix
-    assert scheduled.build_scheduler(c, prior_remaining=12.5).prior_remaining == 12.5
+    assert select.build_scheduler(c).prior_remaining == 48.0  # no task: L_max - prefix
+    assert select.build_scheduler(c, prior_remaining=12.5).prior_remaining == 12.5
     c.select.pair.prior_remaining = 40.0
-    assert scheduled.build_scheduler(c, prior_remaining=12.5).prior_remaining == 40.0
+    assert select.build_scheduler(c, prior_remaining=12.5).prior_remaining == 40.0
 
 
 def test_scheduled_select_derives_pair_prior_from_the_task():
@@ -169,7 +165,7 @@ def test_scheduled_select_derives_pair_prior_from_the_task():
     c.rollout.max_new_tokens, c.select.pair.prefix_tokens = 64, 4
     tok = toy_tokenizer()
     task = build.build_task(c)
-    sel = scheduled.ScheduledSelect(c, None, tok, task, None, pad_id=0)
+    sel = select.Select(c, None, tok, task, None, pad_id=0)
     lengths = [len(tok.encode(task.problem(i, "train").solution)) + 1 for i in range(64)]
     assert sel.scheduler.prior_remaining == pytest.approx(np.mean(lengths) - 4)
     assert 1 < sel.scheduler.prior_remaining < 60
@@ -266,16 +262,16 @@ def test_graph_difficulty_pulse_and_resume_equals_uninterrupted(tmp_path, monkey
     _check_pulse(straight, _sara_pulse(slug))
 
     resumed = tmp_path / "resumed"
-    original = trainer_lib.Trainer._optimize
+    original = trainer_lib.Trainer.update
 
     def preempt_at_step_0(self, batch, step):
         if step == 0:
             os.kill(os.getpid(), signal.SIGTERM)  # the guard records it; the step finishes
         return original(self, batch, step)
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", preempt_at_step_0)
+    monkeypatch.setattr(trainer_lib.Trainer, "update", preempt_at_step_0)
     assert trainer_lib.train(_sara_pulse(slug), resumed) == {"preempted": True, "step": 1}
-    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", original)
+    monkeypatch.setattr(trainer_lib.Trainer, "update", original)
     trainer_lib.train(_sara_pulse(slug), resumed)
 
     a = (straight / "export" / "model.safetensors").read_bytes()
@@ -297,6 +293,6 @@ def test_graph_difficulty_pulse_and_resume_equals_uninterrupted(tmp_path, monkey
     # The saved file is the scheduler's state: it loads into the structure `init` builds.
     c = _sara_pulse(slug)
     emb = np.random.default_rng(0).normal(size=(c.task.train_size, 8))
-    like = scheduled.build_scheduler(c).init(Pool(c.task.train_size, emb), scheduled.budget_of(c))
+    like = select.build_scheduler(c).init(Pool(c.task.train_size, emb), select.budget_of(c))
     state = load_state(str(resumed / "scheduler" / "1.npz"), like)
     assert int(state["step"]) == 1 and int(state["ledger"]["count"]) == 0

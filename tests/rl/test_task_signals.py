@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import string
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the signals)
+from rlvr_jax import tasks
 from rlvr_jax.core import cbpo, cliff, om_grpo
+from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import config, signals
 from rlvr_jax.rl.methods import task_signals as ts
-from rlvr_jax.rl.rollout import Groups
+from rlvr_jax.rollout import Groups
 from rlvr_jax.tasks import CORRECT, arithmetic, countdown, extract_answer, multilingual
+from rlvr_jax.testing import score_context
 from rlvr_jax.tokenizers import CharTokenizer
 from rlvr_jax.train.warmstart import default_tokenizer
 
@@ -52,7 +56,7 @@ def _groups(tok, task, problems, responses, group, valid=None):
         attention_mask=prompt | resp,
         prompt_mask=prompt,
         response_mask=resp,
-        logps=zeros,
+        behaviour_logps=zeros,
         entropy=zeros,
         group=group,
         valid=valid,
@@ -71,16 +75,15 @@ def _compute(names, task, tok, g, **options):
     for key, value in options.items():
         name, field = key.split("__")
         c.score[name][field] = value
-    ctx = signals.ScoreContext(config=c, trainer=SimpleNamespace(task=task, tokenizer=tok))
-    batch = {
-        "tokens_BxT": g.tokens,
-        "mask_BxT": g.response_mask & g.valid[:, None],
-        "rewards_B": g.rewards,
-        "correct_B": g.correct,
-        "group_B": g.group,
-        "valid_B": g.valid,
-    }
-    return signals.compute(ctx, g, batch)
+    ctx = dataclasses.replace(_context(), tokenizer=tok, task=task)
+    names = signals.signal_names(c)
+    options = {n: c.score[n].to_dict() for n in names}
+    return signals.compute(ctx, g, batch_lib.from_groups(g), names, options)
+
+
+@functools.cache
+def _context():
+    return score_context()
 
 
 P1 = "(7 + 5) * 3 - 4"
@@ -121,13 +124,20 @@ def test_first_mistake_subword_tokenizer_points_at_the_wrong_line():
 
 
 def _first_mistake_ctx(task, tok, g, **options):
+    """A fresh context (own caches and metrics) and the signal's options."""
     c = config.default_config()
-    c.score.signals = "first_mistake"
     for key, value in options.items():
         c.score.first_mistake[key] = value
-    ctx = signals.ScoreContext(config=c, trainer=SimpleNamespace(task=task, tokenizer=tok))
-    batch = {"correct_B": g.correct, "valid_B": g.valid, "step": 3}
-    return ctx, batch
+    ctx = dataclasses.replace(
+        _context(), tokenizer=tok, task=task, cache={}, step_cache={}, metrics={}
+    )
+    return ctx, {"first_mistake": c.score.first_mistake.to_dict()}
+
+
+def _locate(ctx, g, options):
+    return signals.compute(ctx, g, batch_lib.from_groups(g), ["first_mistake"], options)[
+        "first_mistake_B"
+    ]
 
 
 def test_first_mistake_judge_locator_maps_named_lines(monkeypatch):
@@ -152,9 +162,9 @@ def test_first_mistake_judge_locator_maps_named_lines(monkeypatch):
         return [judge.parse_judgement(r) for r in raw], raw
 
     monkeypatch.setattr(judge, "judge_lines", fake_judge_lines)
-    ctx, batch = _first_mistake_ctx(task, CHARS, g, locator="judge", judge_domain="arithmetic")
+    ctx, opts = _first_mistake_ctx(task, CHARS, g, locator="judge", judge_domain="arithmetic")
     ctx.cache[("judge", "arithmetic", "judge")] = (None, CHARS)  # no model: the fake judges
-    out = signals.compute(ctx, g, batch)["first_mistake_B"]
+    out = _locate(ctx, g, opts)
     np.testing.assert_array_equal(out, [-1, 11, 23, len(responses[3]), -1, -1])
     assert seen == [(responses[1:], 8)]  # wrong rows only, in order
     m = ctx.metrics
@@ -169,20 +179,24 @@ def test_first_mistake_noisy_locator_and_bad_options():
     g = _groups(CHARS, task, [_problem(P1)], wrong * 20, [0] * 40)
     exact = _compute("first_mistake", task, CHARS, g)["first_mistake_B"]
     for rate, moved in ((0.0, 0.0), (1.0, 1.0)):
-        ctx, batch = _first_mistake_ctx(task, CHARS, g, locator="noisy", error_rate=rate)
-        out = signals.compute(ctx, g, batch)["first_mistake_B"]
+        ctx, opts = _first_mistake_ctx(task, CHARS, g, locator="noisy", error_rate=rate)
+        out = _locate(ctx, g, opts)
         assert np.mean(out != exact) == moved
         assert ctx.metrics["first_mistake/moved_frac"] == moved
         assert (out >= 0).all() and (out <= len(wrong[0])).all()
-    again = signals.compute(ctx, g, batch)["first_mistake_B"]
-    np.testing.assert_array_equal(again, out)  # seeded by (seed, step)
+    again = _locate(ctx, g, opts)
+    np.testing.assert_array_equal(again, out)  # seeded by (noise_seed, the step's rows)
+    ctx, opts = _first_mistake_ctx(task, CHARS, g, locator="noisy", error_rate=0.5)
+    half = _locate(ctx, g, opts)
+    opts["first_mistake"]["noise_seed"] = 1
+    assert (_locate(ctx, g, opts) != half).any()  # another seed, other moves
     for options, match in (
         (dict(locator="oracle"), "valid: exact"),
         (dict(locator="noisy", error_rate=2.0), "0, 1"),
     ):
-        ctx, batch = _first_mistake_ctx(task, CHARS, g, **options)
+        ctx, opts = _first_mistake_ctx(task, CHARS, g, **options)
         with pytest.raises(ValueError, match=match):
-            signals.compute(ctx, g, batch)
+            _locate(ctx, g, opts)
 
 
 def test_first_mistake_multilingual_and_no_step_verifier():
@@ -228,7 +242,7 @@ def test_cue_countdown_entrance_family_and_unsupported_task():
     rs = ["20 + 15 = 35\n35 + 5 = 40\n40 - 13 = 27", "15 + 20 = 35", "20 + 7 = 27", "no steps"]
     g = _groups(CHARS, cd, [p], rs, [0] * 4)
     np.testing.assert_array_equal(_compute("cue", cd, CHARS, g)["cue_B"], [0, 1, 0, -1])
-    ctx = SimpleNamespace(trainer=SimpleNamespace(task=SimpleNamespace(name="knights_knaves")))
+    ctx = dataclasses.replace(_context(), task=tasks.get("knights_knaves"))
     with pytest.raises(ValueError, match="knights_knaves.*valid tasks: arithmetic"):
         signals.SIGNALS.get("cue").fn(ctx, g, {})
 
@@ -465,35 +479,31 @@ def test_branch_layout_drives_the_cbpo_kernel():
 @pytest.mark.slow  # a 2-step run of the tiny random model (~30 s on this CPU)
 def test_cliff_with_first_mistake_has_a_pulse(tmp_path, monkeypatch):
     from rlvr_jax.rl import trainer as trainer_lib
-    from rlvr_jax.train.evaluate import cut_at_stop
+    from rlvr_jax.rollout import score
+    from rlvr_jax.testing import parity_score_rows
+    from rlvr_jax.tokenizers import cut_at_stop
 
     c = config.apply_variant(config.default_config(), "pulse")  # arithmetic, random model
     c.credit.transforms = "cliff"
     c.score.signals = "first_mistake"
     c.eval.at_start = False
     seen = []
-    original_sample, original_compute = trainer_lib.sample_groups, signals.compute
-    original_batch = trainer_lib.Trainer._batch
+    original_compute, original_credit = signals.compute, trainer_lib.Trainer.credit
 
-    def sample_groups(*args, **kwargs):  # parity rewards: mixed groups from a random model
-        g = original_sample(*args, **kwargs)
-        g.correct = np.where(g.response_mask, g.tokens, 0).sum(-1) % 2 == 1
-        g.rewards = g.correct.astype(np.float32)
-        return g
-
-    def compute(ctx, groups, batch):
-        out = original_compute(ctx, groups, batch)
-        seen.append([ctx.trainer.tokenizer, groups, out["first_mistake_B"]])
+    def compute(ctx, groups, batch, names, options):
+        out = original_compute(ctx, groups, batch, names, options)
+        seen.append([ctx.tokenizer, groups, out["first_mistake_B"]])
         return out
 
-    def batch_fn(self, groups):
-        b = original_batch(self, groups)
+    def credit_fn(self, batch, step, num_groups):
+        b = original_credit(self, batch, step, num_groups)
         seen[-1].append(b)
         return b
 
-    monkeypatch.setattr(trainer_lib, "sample_groups", sample_groups)
+    # Parity rewards: mixed groups from a random model.
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
     monkeypatch.setattr(signals, "compute", compute)
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", batch_fn)
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", credit_fn)
     result = trainer_lib.train(c, tmp_path)
     assert 0 <= result["pass@1"] <= 1 and len(seen) == 2
     located = 0

@@ -44,16 +44,10 @@ _CHILD = textwrap.dedent(
     c.loss.kl_coef = 0.05  # the reference scorer on host rows
     c.loss.recompute_old_logps = True
 
-    original = trainer_lib.sample_groups
+    from rlvr_jax.rollout import score
+    from rlvr_jax.testing import parity_score_rows
 
-    def sample_groups(*args, **kwargs):  # parity rewards: groups differ, updates move
-        groups = original(*args, **kwargs)
-        tokens = np.where(groups.response_mask, groups.tokens, 0)
-        groups.rewards = (tokens.sum(-1) % 2).astype(np.float32)
-        groups.correct = groups.rewards > 0
-        return groups
-
-    trainer_lib.sample_groups = sample_groups
+    score.score_rows = parity_score_rows  # parity rewards: groups differ, updates move
 
     class Concat:
         # One process fed what two processes read: shard 0's batch, then shard 1's.
@@ -90,6 +84,7 @@ _CHILD = textwrap.dedent(
             )
             for i in range(2)
         ])
+        t.selector.stream.batches = t.prompts  # uniform's fresh prompts come from the stream
     try:
         result = t.run()
     finally:
@@ -157,7 +152,7 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path):
     assert [x["step"] for x in train] == [1, 2]
     assert all(np.isfinite(x["loss"]) and x["grad_norm"] > 0 for x in train)
     assert train[-1]["kl"] > 0  # the policy moved away from the reference
-    assert all(x["sampled_groups"] == 4 for x in train)  # 2 prompts per process, summed
+    assert all(x["select/sampled_prompts"] == 4 for x in train)  # 2 per process, summed
     files = sorted((multi / "iterators" / "2").iterdir())
     assert [f.name for f in files] == ["process_0-of-2.json", "process_1-of-2.json"]
     assert files[0].read_text() != files[1].read_text()  # each process read its own shard

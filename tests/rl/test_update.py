@@ -59,7 +59,7 @@ def _setup(critic=False):
 
 
 def _stack(batch, n_micro):
-    return {k: v.reshape(n_micro, B // n_micro, T) for k, v in batch.items()}
+    return {k: v.reshape((n_micro, B // n_micro) + v.shape[1:]) for k, v in batch.items()}
 
 
 def _copy(st):
@@ -139,3 +139,64 @@ def test_optimizer_schedules():
             upd, s = opt.update(grads, s, params)
             steps.append(float(-upd["b"][0]))  # Adam's first step is ±lr (bias corrected)
         np.testing.assert_allclose(steps, want, rtol=1e-4, atol=1e-7)
+
+
+def _gapo_spec(name="gapo"):
+    hp = dict(objectives.POLICY_LOSSES.get(name).defaults)
+    return objectives.LossSpec(name=name, hparams=tuple(sorted(hp.items())))
+
+
+def test_gapo_gradient_does_not_depend_on_the_micro_batch_split():
+    """GAPO's Ā is the whole minibatch's (computed before the micro-batches), so the
+    clip bounds and the gradient are the same for 1 or 4 micro-batches."""
+    import rlvr_jax.rl.methods  # noqa: F401  (registers gapo)
+
+    graphdef, rest, c_rest, _, kw, st = _setup()
+    opt = optax.sgd(1.0)
+    st = st.replace(opt_state=opt.init(st.params))
+    batch = _batch(3)
+    # |A| grows along the rows: each micro-batch's own mean |A| differs from the whole's.
+    batch["adv_BxT"] = np.where(batch["mask_BxT"], np.linspace(-2, 3, B)[:, None], 0)
+    batch["adv_BxT"] = batch["adv_BxT"].astype(np.float32)
+    batch["group_success_B"] = np.full(B, 0.5, np.float32)
+    for name in ("gapo", "gapo_gspo"):
+        update = make_update(graphdef, opt, _gapo_spec(name))
+        one, m1 = update(_copy(st), rest, c_rest, _stack(batch, 1))
+        four, m4 = update(_copy(st), rest, c_rest, _stack(batch, 4))
+        np.testing.assert_allclose(m1["loss"], m4["loss"], rtol=1e-5, err_msg=name)
+        np.testing.assert_allclose(m1["sum/eps_high"], m4["sum/eps_high"], rtol=1e-5)
+        for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(four.params), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert m1["sum/clip_high"] + m1["sum/clip_low"] > 0  # the bounds matter here
+
+
+def test_gapo_logs_clip_rates_by_group_success():
+    import rlvr_jax.rl.methods  # noqa: F401  (registers gapo)
+
+    spec = _gapo_spec()
+    adv_B = np.array([1.0, -1.0, 2.0, -0.5], np.float32)  # Ā = 1.125
+    rho_B = np.array([1.3, 0.7, 1.3, 0.95], np.float32)
+    # ε_i = clip(0.2·|A_i| / Ā, 0.1, 0.5) = .178, .178, .356, .1: rows 0 (ρ > 1.178) and
+    # 1 (ρ < .822) are clipped, rows 2 (ρ < 1.356) and 3 (ρ > .9) are not.
+    mb = {
+        "mask_BxT": np.ones((4, 3), bool),
+        "old_logps_BxT": np.full((4, 3), -2.0, np.float32),
+        "adv_BxT": np.repeat(adv_B[:, None], 3, 1),
+        "group_success_B": np.array([0.25, 0.25, 0.875, 0.875], np.float32),
+    }
+    logps = mb["old_logps_BxT"] + np.log(rho_B)[:, None]
+    minibatch = objectives.minibatch_stats(spec, mb)
+    np.testing.assert_allclose(minibatch["scale"], 1.125, rtol=1e-6)
+    _, sums = objectives.policy_loss(spec, logps, mb, 1.0, minibatch=minibatch)
+    want = {
+        "pos_pass0-25": (3, 3),  # (tokens, clipped): row 0
+        "neg_pass0-25": (3, 3),  # row 1
+        "pos_pass75-100": (3, 0),  # row 2
+        "neg_pass75-100": (3, 0),  # row 3
+        "pos_pass25-50": (0, 0),
+        "neg_pass50-75": (0, 0),
+    }
+    for subset, (tokens, clipped) in want.items():
+        side = "high" if subset.startswith("pos") else "low"
+        assert float(sums[f"tokens@{subset}"]) == tokens, subset
+        assert float(sums[f"clip_{side}_frac@{subset}"]) == clipped, subset

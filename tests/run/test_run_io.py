@@ -292,3 +292,17 @@ def test_preempted_run_exits_with_its_own_status(monkeypatch):
     main_lib.flags.FLAGS.unparse_flags()
     assert exit_info.value.code == EXIT_PREEMPTED == 75
     assert calls == [("/x", ["optimizer.lr", "optimizer.b2"])]
+
+
+def test_when_no_checkpoint_restores_nothing_is_moved(tmp_path):
+    io = RunIO(tmp_path, _config())
+    io.save(1, _state(1), Prompts(1), {})
+    io.close()
+    for path in glob.glob(str(tmp_path / "checkpoints" / "1" / "state" / "**" / "d" / "*"),
+                          recursive=True):  # fmt: skip
+        Path(path).write_bytes(b"")
+    io = RunIO(tmp_path, _config())
+    with pytest.raises(RuntimeError, match=r"none of the checkpoints \[1\] .* restores"):
+        io.restore(_state(0), Prompts())
+    assert io.ckpt.all_steps() == [1] and not (tmp_path / "corrupt_checkpoints").exists()
+    io.close()

@@ -52,7 +52,7 @@ def straight(tmp_path_factory):
 def test_crash_before_any_checkpoint_then_rerun_logs_like_an_uninterrupted_run(
     tmp_path, monkeypatch, straight
 ):
-    original = trainer_lib.Trainer._optimize
+    original = trainer_lib.Trainer.update
 
     def crash_in_step_2(self, batch, step):
         if step == 1:
@@ -61,11 +61,11 @@ def test_crash_before_any_checkpoint_then_rerun_logs_like_an_uninterrupted_run(
 
     c = _pulse()
     c.checkpoint.every = 10
-    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", crash_in_step_2)
+    monkeypatch.setattr(trainer_lib.Trainer, "update", crash_in_step_2)
     with pytest.raises(RuntimeError, match="injected crash"):
         trainer_lib.train(c, tmp_path)
     assert [r["step"] for r in _log(tmp_path)] == [0, 1]  # eval 0, train 1; no checkpoint
-    monkeypatch.setattr(trainer_lib.Trainer, "_optimize", original)
+    monkeypatch.setattr(trainer_lib.Trainer, "update", original)
     trainer_lib.train(c, tmp_path)
     assert _log(tmp_path) == _log(straight)
 

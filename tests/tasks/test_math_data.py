@@ -1,7 +1,10 @@
 """Tests of the math_file task: loading jsonl/parquet, splits, math-verify checking, robustness.
 
-Timing bounds (< 100 ms per verify call) are measured after the checker processes
-are warm (the `warm` fixture): their one-off start-up (~2 s) is not a per-call cost.
+Timing bounds (`_timed`): what the screen refuses costs < 100 ms of CPU; a check that
+reaches math-verify returns within its timeout_s plus a scheduling allowance that
+grows with the machine's load. They are measured after the checker processes are warm
+(the `warm` fixture) and idle: start-up (~2 s) and waiting for a free checker are not
+a check's time.
 """
 
 import json
@@ -50,13 +53,29 @@ def _records(n):
 
 
 def _timed(task, problem, response, settle=True):
-    """(verdict, seconds) of one verify, timed once no checker is busy or restarting (a
-    killed checker's replacement takes seconds; waiting for it is not the check's time)."""
+    """(verdict, bound_ok) of one verify, timed once no checker is busy or restarting (a
+    killed checker's replacement takes seconds; waiting for it is not the check's time).
+
+    The bound: a verdict the screen decides in-process (MALFORMED) costs < 100 ms of the
+    caller's CPU time; one that went to a checker process returns within the task's
+    timeout_s plus `_slack()` of wall time.
+    """
     if settle and task.checker == "math_verify":
         assert math_data._get_pool().wait_idle()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.thread_time()
     verdict = task.verify(problem, response)
-    return verdict, time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.thread_time() - cpu
+    if verdict.reason == MALFORMED:
+        return verdict, (cpu < 0.1, f"{cpu:.3f} CPU-s")
+    return verdict, (seconds < task.timeout_s + _slack(), f"{seconds:.3f} s")
+
+
+def _slack() -> float:
+    """Scheduling allowance past a time limit: 50 ms, times the CPU oversubscription (load
+    average per core) of an overloaded machine, where the killed checker's reply and the
+    caller's wake-up wait for a CPU like any other process."""
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return 0.05 * max(1.0, load)
 
 
 # ---- loading ----
@@ -286,8 +305,8 @@ def test_wrong_and_malformed(warm, gold, response, reason):
      "123456789012^{9999}", "100000!", "(10^3)!", "{" * 30 + "1" + "}" * 30, "1}{2}"],
 )  # fmt: skip
 def test_screen_refuses_blow_ups(warm, answer):
-    verdict, seconds = _timed(tasks.get("math_file"), _gold("1"), f"Answer: {answer}")
-    assert verdict.reason == MALFORMED and verdict.detail and seconds < 0.1
+    verdict, (fast, took) = _timed(tasks.get("math_file"), _gold("1"), f"Answer: {answer}")
+    assert verdict.reason == MALFORMED and verdict.detail and fast, took
 
 
 @pytest.mark.parametrize(
@@ -304,14 +323,14 @@ def test_screen_accepts_ordinary_powers(warm, gold, answer):
 def test_timeout_holds_in_threads(warm):
     """A 9-second sympy computation returns TIMEOUT within the bound, from worker threads too."""
     task = tasks.get("math_file", timeout_s=0.05)
-    verdict, seconds = _timed(task, _gold("1"), f"\\boxed{{{SLOW}}}")
-    assert verdict.reason == TIMEOUT and seconds < 0.1
+    verdict, (fast, took) = _timed(task, _gold("1"), f"\\boxed{{{SLOW}}}")
+    assert verdict.reason == TIMEOUT and fast, took
     calls = [(_gold("1"), f"\\boxed{{{SLOW}}}"), (_gold("\\frac{1}{2}"), "\\boxed{0.5}")]
     assert math_data._get_pool().wait_idle()  # the killed checker's replacement is up
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda c: _timed(task, *c, settle=False), calls))
     assert [v.reason for v, _ in results] == [TIMEOUT, CORRECT]
-    assert max(s for _, s in results) < 0.1
+    assert all(fast for _, (fast, _) in results), results
     assert task.verify(_gold("\\frac{1}{2}"), "\\boxed{1/2}").reason == CORRECT
 
 
@@ -321,9 +340,9 @@ def test_stuck_checker_is_killed_and_replaced(warm):
     task = tasks.get("math_file", timeout_s=0.05)
     pool = math_data._get_pool()
     os.kill(pool._idle.queue[0].proc.pid, signal.SIGSTOP)  # white-box: the next to serve
-    verdict, seconds = _timed(task, _gold("1"), "\\boxed{2}")
+    verdict, (fast, took) = _timed(task, _gold("1"), "\\boxed{2}")
     assert (verdict.reason, verdict.detail) == (TIMEOUT, "checker process killed at the time limit")
-    assert seconds < 0.1
+    assert fast, took
     assert tasks.get("math_file", **PATIENT).verify(_gold("1"), "\\boxed{1.0}").reason == CORRECT
 
 
@@ -387,12 +406,12 @@ def test_adversarial_strings(warm, text):
     what the screen refuses still returns at once and the rest within timeout_s."""
     fast, default = tasks.get("math_file", timeout_s=0.05), tasks.get("math_file")
     for response in (text, "Answer: " + text, f"\\boxed{{{text}}}", f"So \\boxed{{{text}"):
-        verdict, seconds = _timed(fast, _gold("\\frac{1}{2}"), response)
+        verdict, (ok, took) = _timed(fast, _gold("\\frac{1}{2}"), response)
         assert verdict.reason in REASONS and verdict.reason != CORRECT
-        assert seconds < 0.1, (response[:80], verdict, seconds)
-        verdict, seconds = _timed(default, _gold("\\frac{1}{2}"), response)
+        assert ok, (response[:80], verdict, took)
+        verdict, (ok, took) = _timed(default, _gold("\\frac{1}{2}"), response)
         assert verdict.reason in REASONS and verdict.reason != CORRECT
-        assert seconds < (0.1 if verdict.reason == MALFORMED else 1.1), (response[:80], verdict)
+        assert ok, (response[:80], verdict, took)
 
 
 @pytest.mark.parametrize(
@@ -403,8 +422,8 @@ def test_adversarial_strings(warm, text):
 def test_listed_blow_ups_are_screened_at_any_budget(warm, text):
     task = tasks.get("math_file", timeout_s=10.0)
     for response in ("Answer: " + text, f"\\boxed{{{text}}}"):
-        verdict, seconds = _timed(task, _gold("1"), response)
-        assert verdict.reason == MALFORMED and seconds < 0.1, (response[:80], verdict)
+        verdict, (fast, took) = _timed(task, _gold("1"), response)
+        assert verdict.reason == MALFORMED and fast, (response[:80], verdict, took)
 
 
 @settings(max_examples=150, deadline=None)
@@ -412,9 +431,9 @@ def test_listed_blow_ups_are_screened_at_any_budget(warm, text):
 def test_fuzz_arbitrary_text(warm, text):
     task = tasks.get("math_file", timeout_s=0.05)
     for response in (text, "Answer: " + text, f"\\boxed{{{text}}}"):
-        verdict, seconds = _timed(task, _gold("\\frac{1}{2}"), response)
+        verdict, (fast, took) = _timed(task, _gold("\\frac{1}{2}"), response)
         assert verdict.reason in REASONS and 0.0 <= verdict.reward <= 1.0
-        assert seconds < 0.1, (response[:80], verdict, seconds)
+        assert fast, (response[:80], verdict, took)
 
 
 # ---- lines that break json itself, and answers that are not answers ----

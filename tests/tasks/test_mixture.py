@@ -68,3 +68,15 @@ def test_json_options_match_dict_options_and_survive_the_data_pipeline():
 def test_bad_options_raise(kw, match):
     with pytest.raises(ValueError, match=match):
         tasks.get("mixture", **kw)
+
+
+def test_domain_pass_at_k_groups_problems_by_their_domain():
+    from rlvr_jax.tasks.base import Problem
+    from rlvr_jax.train.evaluate import domain_pass_at_k
+
+    probs = [Problem(str(i), "", "", "", {"domain": d}) for i, d in enumerate("aabb")]
+    out = domain_pass_at_k(probs, [4, 0, 1, 2], 4)
+    # pass@1 = mean c/n per domain; pass@4 = 1 unless c = 0.
+    assert out == {"pass@1/a": 0.5, "pass@4/a": 0.5, "pass@1/b": 0.375, "pass@4/b": 1.0}
+    plain = [Problem("0", "", "", "", {})]
+    assert domain_pass_at_k(plain, [1], 4) == {}

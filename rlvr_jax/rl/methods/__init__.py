@@ -9,6 +9,7 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     distill,
     gar_signal,
     gradient_signals,
+    language,
     locators,
     model_signals,
     mopd,

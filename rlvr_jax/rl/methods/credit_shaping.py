@@ -177,18 +177,33 @@ def answer_mask(adv_BxT, batch):
     return jnp.where(m, jnp.asarray(adv_BxT, jnp.float32), 0.0)
 
 
+# Rows the rollout stage sampled off-context (`Groups.info`): the weights are also logged
+# over their tokens alone ("is_weight@guided", counted by "tokens@guided").
+OFF_CONTEXT_ROWS = ("guided_B", "scaffold_B")
+
+
 def _off_context_loss(name):
     def fn(logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, *, mb, **hp):
         objectives.POLICY_LOSSES.check_requires(name, mb)
         loss, stats = off_context.off_context_objective(
             logps_BxT, old_logps_BxT, mb["behaviour_logps_BxT"], adv_BxT, mask_BxT, **hp
         )
-        return loss, {
+        out = {
             "clip_low": stats["clip_low_BxT"],
             "clip_high": stats["clip_high_BxT"],
             "is_weight": stats["is_weight_BxT"],
             "is_truncated": stats["is_truncated_BxT"],
         }
+        for field in OFF_CONTEXT_ROWS:
+            if field in mb:  # a static property of the batch's structure
+                rows = jnp.broadcast_to(
+                    jnp.asarray(mb[field], jnp.float32)[:, None], mask_BxT.shape
+                )
+                sub = field.removesuffix("_B")
+                out[f"tokens@{sub}"] = rows
+                out[f"is_weight@{sub}"] = stats["is_weight_BxT"] * rows
+                out[f"is_truncated@{sub}"] = stats["is_truncated_BxT"] * rows
+        return loss, out
 
     fn.__name__ = name
     fn.__doc__ = f"{name}: PPO clip × truncated π_old/μ weight (see core.off_context)."

@@ -8,7 +8,7 @@ advantages as their masked row mean:
   opdvr             OPDVR gate (+ GRPD |A_i| + u, inverted-gate ablation)   teacher_logps_BxT
   opd_additive      Sequential-beats-Joint baseline A + w·(ℓ^T − ℓ^S)        teacher_logps_BxT
   opd_rescale       Sequential-beats-Joint baseline A·clip(exp(ℓ^T − ℓ^S))   teacher_logps_BxT
-  saf_opd           SAF fusion A + w(s)·C(S(A_OPD))                          teacher_logps_BxT, step
+  saf_opd           SAF fusion A + w(s)·C(S(A_OPD))                          teacher_logps_BxT
   rstg              OPD on all-wrong groups, confidence-weighted tokens      teacher_logps_BxT
   h2sd              H²SD modulation / reverse-KL reward by verdict           hint_logps_BxT
   rlsd              RLSD magnitude-only modulation A·m_t on every row        hint_logps_BxT
@@ -17,8 +17,8 @@ advantages as their masked row mean:
   opsa              OPSA entropy-scaled negative advantage                   -
   opd_denoised      OPD with noisy teacher tokens removed (OPSA ablation)    teacher_logps_BxT
 
-"step" is the scalar training step (saf_opd's warm-up/anneal schedule reads
-it). Groups: rstg needs a static group count; it uses the number of rows, an
+saf_opd's warm-up/anneal schedule takes the RL step as an argument
+(`uses_step`). Groups: rstg needs a static group count; it uses the number of rows, an
 upper bound on the group ids.
 
 Policy losses (config.loss.name):
@@ -91,7 +91,8 @@ def opd_rescale(adv_BxT, batch, *, low, high):
 
 @TRANSFORMS.register(
     "saf_opd",
-    requires=(TEACHER, "step"),
+    requires=(TEACHER,),
+    uses_step=True,
     sparsify=True,
     keep_frac=0.2,
     per_row=False,
@@ -104,10 +105,10 @@ def opd_rescale(adv_BxT, batch, *, low, high):
     hold_steps=0,
     anneal_steps=100,
 )
-def saf_opd(adv_BxT, batch, **hp):
-    """SAF-OPD fusion; hyperparameters as `saf_opd.saf_advantages`."""
+def saf_opd(adv_BxT, batch, *, step, **hp):
+    """SAF-OPD fusion at RL step `step`; hyperparameters as `saf_opd.saf_advantages`."""
     return saf_lib.saf_advantages(
-        adv_BxT, batch[TEACHER], batch["old_logps_BxT"], batch["mask_BxT"], batch["step"], **hp
+        adv_BxT, batch[TEACHER], batch["old_logps_BxT"], batch["mask_BxT"], step, **hp
     )
 
 

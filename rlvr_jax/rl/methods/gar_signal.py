@@ -164,7 +164,7 @@ def anchor_rows(tokenizer, problems, *, pad_id: int = 0, multiple: int = _ANCHOR
       (tokens_PxS int32, attention_mask_PxS bool, mask_PxS bool, has_P bool): `mask`
       is True on the solution tokens; `has_P` says which problems have a solution.
     """
-    from rlvr_jax.train.sft import encode_prompt, end_of_turn_id
+    from rlvr_jax.tokenizers import encode_prompt, end_of_turn_id
 
     eot = end_of_turn_id(tokenizer)
     prompts = [encode_prompt(tokenizer, p.prompt) for p in problems]
@@ -202,9 +202,7 @@ def _signature_fn(ctx, variant: str, chunk: int, with_logps: bool):
     """Jitted (params, rest, tokens, attn, mask) -> sig_BxD [, logps_BxT], built once per run."""
     key = ("gar/signature_fn", variant, int(chunk), with_logps)
     if key not in ctx.cache:
-        t = ctx.trainer
-        # The layout of `state.params` / `rest`: the trainer's split of the policy.
-        graphdef = nnx.split(t.model, nnx.Param, ...)[0]
+        graphdef = ctx.policy.graphdef  # the layout of the policy's params / rest
 
         def fn(params, rest, tokens_BxT, attention_mask_BxT, mask_BxT):
             model = nnx.merge(graphdef, params, rest)
@@ -218,18 +216,16 @@ def _signature_fn(ctx, variant: str, chunk: int, with_logps: bool):
                 with_logps=with_logps,
             )
 
-        # Traced under the trainer's mesh rules, like its scorer (params stay sharded).
-        ctx.cache[key] = jax.jit(sharding.with_rules(fn, t.mesh, t.rules))
+        # Traced under the run's mesh rules, like the policy's scorer (params stay sharded).
+        ctx.cache[key] = jax.jit(sharding.with_rules(fn, ctx.mesh, ctx.rules))
     return ctx.cache[key]
 
 
 def _anchor_signatures(ctx, fn, fixed, problems, rows):
     """Signatures [N, D] of the anchor rows of `problems` (0 where a problem has no solution)."""
-    t = ctx.trainer
-    pad_id = t.tokenizer.pad_id if t.tokenizer.pad_id is not None else 0
-    tok, attn, mask, has = anchor_rows(t.tokenizer, problems, pad_id=pad_id)
+    tok, attn, mask, has = anchor_rows(ctx.tokenizer, problems, pad_id=ctx.pad_id)
     idx = np.flatnonzero(has)
-    out = np.zeros((len(problems), output_projection_VxD(t.model).shape[1]), np.float32)
+    out = np.zeros((len(problems), ctx.policy.config.hidden_size), np.float32)
     if idx.size:  # only the rows that have a solution run through the model
         out[idx] = signals.map_row_chunks(fn, fixed, (tok[idx], attn[idx], mask[idx]), chunk=rows)
     return out, has
@@ -254,7 +250,7 @@ def gar_signal(
     Signatures of the rollouts (their sampled response tokens), of each
     prompt's expert solution (`anchor_rows`) and of up to `aux_anchors` of its
     other solutions (`Task.alternative_solutions`, the auxiliary anchors) under
-    the *current* policy (`state.params`, recomputed every step: GAR measures
+    the *current* policy (`ctx.policy.params`, recomputed every step: GAR measures
     alignment in the policy's own gradient space, which moves as it trains).
     With the verifier's 0/1 reward this is exactly `core.gar.gar_rewards`
     (1 + β·bonus or 0); ours: shaped rewards (overlong penalties, partial
@@ -287,9 +283,8 @@ def gar_signal(
             f"config.score.gar: min_group = {min_group} must be >= 1 and aux_anchors = "
             f"{aux_anchors} >= 0"
         )
-    t = ctx.trainer
     fn = _signature_fn(ctx, variant, chunk, with_logps=True)
-    fixed, rows = (t.state.params, t.rest), t._chunk()
+    fixed, rows = (ctx.policy.params, ctx.policy.rest), ctx.chunk
     resp = groups.response_mask & groups.attention_mask
     sig_BxD, logps_BxT = signals.map_row_chunks(
         fn, fixed, (groups.tokens, groups.attention_mask, resp), chunk=rows
@@ -298,7 +293,7 @@ def gar_signal(
     anchor_PxD, has_P = _anchor_signatures(ctx, sig_only, fixed, groups.problems, rows)
     aux = {}
     if aux_anchors > 0 and aux_combine != "real_only":
-        flat, has_PxK = aux_problems(t.task, groups.problems, aux_anchors)
+        flat, has_PxK = aux_problems(ctx.task, groups.problems, aux_anchors)
         if has_PxK.any():
             aux_sig, _ = _anchor_signatures(ctx, sig_only, fixed, flat, rows)
             aux = dict(

@@ -11,6 +11,8 @@ nothing located. Rows are decoded once per step (`task_signals.step_rows`).
 
 from __future__ import annotations
 
+import zlib
+
 import jax
 import numpy as np
 
@@ -54,7 +56,7 @@ def judge_first_mistakes(ctx, rows, wrong_R, *, domain, role, max_new_tokens) ->
     from rlvr_jax.sampling import Sampler
     from rlvr_jax.train import judge, warmstart  # lazy: pulls in training code
 
-    domain = domain or ctx.config.model.domain
+    domain = domain or ctx.domain
     key = ("judge", domain, role)
     if key not in ctx.cache:
         ws = warmstart.load_warm_start(domain, role)
@@ -79,7 +81,7 @@ def judge_first_mistakes(ctx, rows, wrong_R, *, domain, role, max_new_tokens) ->
             out[i] = first_mistake_index((start, start), rows[i].offsets)
     unparsed = float(np.mean([x is None for x in lines]))
     ctx.metrics["first_mistake/judge_unparsed"] = unparsed
-    locate = step_locator(ctx.trainer.task)
+    locate = step_locator(ctx.task)
     if locate is not None:  # diagnostics only: the judge's agreement with the exact locator
         exact = first_mistake_indices(locate, rows, wrong_R)
         ctx.metrics["first_mistake/judge_agree_exact"] = float(np.mean(out[idx] == exact[idx]))
@@ -91,12 +93,22 @@ def judge_first_mistakes(ctx, rows, wrong_R, *, domain, role, max_new_tokens) ->
     provides=("first_mistake_B",),
     locator="exact",
     error_rate=0.0,
+    noise_seed=0,
     judge_domain="",
     judge_role="judge",
     judge_max_new_tokens=8,
 )
 def first_mistake(
-    ctx, groups, batch, *, locator, error_rate, judge_domain, judge_role, judge_max_new_tokens
+    ctx,
+    groups,
+    batch,
+    *,
+    locator,
+    error_rate,
+    noise_seed,
+    judge_domain,
+    judge_role,
+    judge_max_new_tokens,
 ):
     """Cliff's locator: the first mistaken response token of each wrong row (−1 elsewhere).
 
@@ -106,7 +118,7 @@ def first_mistake(
         number of text tokens (the stop token) for a missing step or answer.
       "noisy": the exact one, each located index moved with probability
         `error_rate` to another token of the row (`noisy_first_mistakes`;
-        seeded by the run seed and step): a weak teacher.
+        seeded by `noise_seed` and the step's rows): a weak teacher.
       "judge": Cliff's LLM judge (`judge_first_mistakes`), a model prompted to
         name the first wrong line; the paper's locator.
     −1 for correct and invalid rows and when the locator finds no mistake.
@@ -120,7 +132,7 @@ def first_mistake(
         raise ValueError(
             f"config.score.first_mistake.locator = {locator!r}; valid: {', '.join(LOCATORS)}"
         )
-    task = ctx.trainer.task
+    task = ctx.task
     wrong = ~np.asarray(batch["correct_B"], bool)
     rows = step_rows(ctx, groups)
     if locator == "judge":
@@ -147,7 +159,9 @@ def first_mistake(
                     f"config.score.first_mistake.error_rate = {error_rate!r}; must be in [0, 1]"
                 )
             lengths = np.array([0 if r is None else len(r.ids) for r in rows])
-            rng = np.random.default_rng([ctx.config.seed, int(batch["step"]), 0xC11F])
+            # Seeded by the option and the step's rows: reproducible, and new every step.
+            rows_crc = zlib.crc32(np.ascontiguousarray(batch["tokens_BxT"]).tobytes())
+            rng = np.random.default_rng([noise_seed, rows_crc, 0xC11F])
             noisy = noisy_first_mistakes(out, lengths, error_rate, rng)
             ctx.metrics["first_mistake/moved_frac"] = float(
                 np.mean(noisy[out >= 0] != out[out >= 0]) if (out >= 0).any() else 0.0

@@ -9,21 +9,19 @@
   cscr_shift   cf_shift_correct_BxT,   Δ±_t = ℓ±_t − ℓ_t: the shift of the policy's
                cf_shift_incorrect_BxT  log-probs under a context asserting the answer is
                                        correct / incorrect (CSCR)
-  behaviour    behaviour_logps_BxT     log-probs under which the rollouts were generated
-                                       (oc_grpo / lspo losses)
 
 The teacher's whole next-token distribution (teacher_hidden, teacher_topk) is
 in `teacher_dists`; the policy's loaded teachers and re-layout are shared.
 
 Every field is 0 outside `mask_BxT`. A *context view* re-lays each row out as
 [left padding][re-encoded prompt with the context][the row's own response
-columns] (`relayout`), scores it with the trainer's jitted scorer in row chunks
+columns] (`relayout`), scores it with the policy's scorer (`ctx.policy`) in row chunks
 and maps the log-probs back onto the original columns (`map_back`), so
 `field[i, t]` scores the same token as `tokens_BxT[i, t]`. Prompts are rendered
 from a template with the fields {prompt} (the problem's prompt), {hint}
 (`task.hint(problem)`), {solution} (the reference solution) and {response}
 (the decoded response of the row), then wrapped by the chat template as the
-sampler's prompts are (`train.sft.encode_prompt`).
+sampler's prompts are (`tokenizers.encode_prompt`).
 
 Ours (the abstracts do not fix them): the templates and wordings below, and
 that a context view is scored with the current weights (π_old, the weights that
@@ -43,8 +41,8 @@ from rlvr_jax.core import opsa
 from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods import task_signals
 from rlvr_jax.rl.update import make_scorer
+from rlvr_jax.tokenizers import encode_prompt
 from rlvr_jax.train import privileged
-from rlvr_jax.train.sft import encode_prompt
 
 TEMPLATE_FIELDS = ("prompt", "hint", "solution", "response")
 TEACHER_SOURCES = ("warm_start", "pretrained", "hint")
@@ -124,17 +122,6 @@ def map_back(values_RxN: np.ndarray, layout: Relayout, length: int) -> np.ndarra
     return np.where(keep, out, np.zeros((), values.dtype))
 
 
-def score_rows(scorer, params, rest, tokens_RxN, attention_mask_RxN, *, chunk: int):
-    """`scorer(params, rest, tokens, attn)` over row chunks of `chunk` rows, as float32 NumPy.
-
-    The last chunk is filled up with copies of row 0 so every call has one shape.
-    """
-    out = signals.map_row_chunks(
-        scorer, (params, rest), (tokens_RxN, attention_mask_RxN), chunk=chunk
-    )
-    return out.astype(np.float32)
-
-
 # --------------------------------------------------------------------- context views
 def render_prompts(templates_R: list[str], groups, tokenizer, task, *, option: str):
     """Each row's prompt rendered from its template and encoded with the chat template.
@@ -179,26 +166,18 @@ def policy_context_logps(ctx, groups, templates_R: list[str], *, option: str) ->
     """[R, L] current-policy log-probs of each row's tokens with its prompt from a template.
 
     Args:
-      ctx: the ScoreContext (its trainer's scorer, params, tokenizer, task).
+      ctx: the ScoreContext (its policy scorer, tokenizer, task).
       groups: the step's trimmed `rollout.Groups` (the batch's rows).
       templates_R: the prompt template of each row (see `render_prompts`).
       option: the config field the templates come from, for error messages.
     Returns:
       float32 [R, L] aligned with groups.tokens; 0 before each row's response.
     """
-    tr = ctx.trainer
-    prompts = render_prompts(templates_R, groups, tr.tokenizer, tr.task, option=option)
+    prompts = render_prompts(templates_R, groups, ctx.tokenizer, ctx.task, option=option)
     layout = relayout(
-        prompts, groups.tokens, groups.attention_mask, groups.prompt_mask, pad_id=tr.pad_id
+        prompts, groups.tokens, groups.attention_mask, groups.prompt_mask, pad_id=ctx.pad_id
     )
-    lp = score_rows(
-        tr.scorer,
-        tr.state.params,
-        tr.rest,
-        layout.tokens,
-        layout.attention_mask,
-        chunk=tr._chunk(),
-    )
+    lp = ctx.policy.logps(layout.tokens, layout.attention_mask)
     return map_back(lp, layout, groups.tokens.shape[1]).astype(np.float32)
 
 
@@ -220,10 +199,11 @@ def teacher_diagnostics(ctx, groups, batch, teacher_BxT, *, prefix: str) -> None
     s, m = batch["old_logps_BxT"], np.asarray(batch["mask_BxT"], bool)
     correct = np.asarray(batch["correct_B"], bool)
     stats = dict(opsa.teacher_noise_stats(teacher_BxT, s, correct, m))
-    locate = task_signals.step_locator(ctx.trainer.task)
+    locate = task_signals.step_locator(ctx.task)
     if locate is not None:
-        first = batch.get("first_mistake_B")
-        if first is None:
+        if "first_mistake_B" in batch:
+            first = batch["first_mistake_B"]
+        else:
             first = task_signals.first_mistake_indices(
                 locate, task_signals.step_rows(ctx, groups), ~correct
             )
@@ -236,8 +216,8 @@ def teacher_diagnostics(ctx, groups, batch, teacher_BxT, *, prefix: str) -> None
 
 
 # ------------------------------------------------------------------------- teacher
-def load_teacher(ctx, *, source: str, domain: str, role: str, path: str):
-    """(scorer, params, rest) of the teacher, loaded once per run into `ctx.cache`.
+def load_teacher(ctx, *, source: str, domain: str, role: str, path: str) -> signals.Scorer:
+    """The teacher's Scorer, loaded once per run into `ctx.cache`.
 
     ValueError if the teacher's tokenizer or vocabulary differs from the policy's.
     """
@@ -247,9 +227,8 @@ def load_teacher(ctx, *, source: str, domain: str, role: str, path: str):
     from rlvr_jax.models import load_pretrained
     from rlvr_jax.train import warmstart  # lazy: pulls in training code
 
-    tr = ctx.trainer
     if source == "warm_start":
-        domain = domain or ctx.config.model.domain
+        domain = domain or ctx.domain
         ws = warmstart.load_warm_start(domain, role)
         model, tokenizer, what = ws.model, ws.tokenizer, f"warm start {domain}/{role}"
     elif source == "pretrained":
@@ -259,22 +238,23 @@ def load_teacher(ctx, *, source: str, domain: str, role: str, path: str):
         tokenizer, what = warmstart.load_model_tokenizer(path), f"pretrained {path}"
     else:
         raise ValueError(f"config.score.teacher.source = {source!r}; valid: {TEACHER_SOURCES}")
-    vocab = (model.config.vocab_size, tr.model.config.vocab_size)
+    vocab = (model.config.vocab_size, ctx.policy.config.vocab_size)
     same = vocab[0] == vocab[1] and warmstart.tokenizer_fingerprint(
         tokenizer
-    ) == warmstart.tokenizer_fingerprint(tr.tokenizer)
+    ) == warmstart.tokenizer_fingerprint(ctx.tokenizer)
     if not same:
         raise ValueError(
             f"config.score.teacher: the teacher ({what}; source={source!r}) does not share the "
             f"policy's tokenizer (model vocab {vocab[0]} vs {vocab[1]}, tokenizers "
-            f"{type(tokenizer).__name__} vs {type(tr.tokenizer).__name__}); token log-probs "
+            f"{type(tokenizer).__name__} vs {type(ctx.tokenizer).__name__}); token log-probs "
             "are only comparable under one tokenizer: pick a teacher (score.teacher.domain / "
             "role / path) trained with the policy's tokenizer"
         )
-    if tr.mesh is not None:  # the teacher lives on the policy's mesh, scored the same way
-        nnx.update(model, sharding.shard_state(nnx.state(model), tr.mesh, tr.rules))
+    if ctx.mesh is not None:  # the teacher lives on the policy's mesh, scored the same way
+        nnx.update(model, sharding.shard_state(nnx.state(model), ctx.mesh, ctx.rules))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    ctx.cache[key] = (make_scorer(graphdef, mesh=tr.mesh, rules=tr.rules), params, rest)
+    fn = make_scorer(graphdef, mesh=ctx.mesh, rules=ctx.rules)
+    ctx.cache[key] = signals.Scorer(fn, graphdef, params, rest, model.config, ctx.chunk)
     return ctx.cache[key]
 
 
@@ -296,7 +276,7 @@ def teacher(ctx, groups, batch, *, source, domain, role, path, template, diagnos
         missing), "pretrained" (a Hugging Face directory at `path` with its
         tokenizer), or "hint": a self-teacher, the current policy under the
         privileged context `template` (OPSD-style teachers such as DASH's).
-      domain: warm-start domain; "" = config.model.domain.
+      domain: warm-start domain; "" = the policy's (config.model.domain).
       role: warm-start role ("teacher" or "base").
       path: pretrained directory.
       template: the prompt template of source "hint" (fields as `render_prompts`).
@@ -306,9 +286,8 @@ def teacher(ctx, groups, batch, *, source, domain, role, path, template, diagnos
         rows = len(groups.tokens)
         lp = policy_context_logps(ctx, groups, [template] * rows, option="score.teacher.template")
     else:
-        scorer, params, rest = load_teacher(ctx, source=source, domain=domain, role=role, path=path)
-        tokens, attn = batch["tokens_BxT"], batch["attention_mask_BxT"]
-        lp = score_rows(scorer, params, rest, tokens, attn, chunk=ctx.trainer._chunk())
+        scorer = load_teacher(ctx, source=source, domain=domain, role=role, path=path)
+        lp = scorer.logps(batch["tokens_BxT"], batch["attention_mask_BxT"])
     lp = _masked(lp, batch)
     if diagnostics:
         teacher_diagnostics(ctx, groups, batch, lp, prefix="teacher")
@@ -373,27 +352,3 @@ def cscr_shift(ctx, groups, batch, *, correct_template, incorrect_template, diag
             teacher_diagnostics(ctx, groups, batch, lp, prefix=f"cscr_{name}")
         out[field] = _masked(lp - batch["old_logps_BxT"], batch)
     return out
-
-
-# ----------------------------------------------------------------------- behaviour
-@signals.register("behaviour", provides=("behaviour_logps_BxT",), context="")
-def behaviour(ctx, groups, batch, *, context):
-    """μ: the log-probs of the behaviour policy that generated the rollouts.
-
-    context "" (default): the sampler's own log-probs (rollout_logps_BxT). That
-    is right whenever the rollout stage recorded the distribution it sampled
-    from: LSPO (the re-rolls were sampled by base + adapter; they differ from π
-    in the weights, so no prompt could reproduce them) and OC-GRPO when the
-    guided rollouts keep their sampling log-probs.
-    context non-empty: the current policy scored with the prompt
-    "{prompt}\n" + context (fields as `render_prompts`, e.g.
-    "A solution:\n{solution}"): OC-GRPO when the rollouts were generated under
-    that privileged guidance but the batch holds the unguided prompt, so μ is
-    recomputed under the guided one.
-    """
-    if not context:
-        return {"behaviour_logps_BxT": _masked(batch["rollout_logps_BxT"], batch)}
-    rows = len(groups.tokens)
-    tpl = "{prompt}\n" + context
-    lp = policy_context_logps(ctx, groups, [tpl] * rows, option="score.behaviour.context")
-    return {"behaviour_logps_BxT": _masked(lp, batch)}

@@ -27,7 +27,7 @@ import json
 import numpy as np
 
 from rlvr_jax.rl import signals
-from rlvr_jax.rl.methods.model_signals import load_teacher, score_rows
+from rlvr_jax.rl.methods.model_signals import load_teacher
 
 _TEACHER_FIELDS = ("source", "domain", "role", "path")
 
@@ -99,8 +99,5 @@ def mopd(ctx, groups, batch, *, teachers, domain_key):
     out = np.zeros(tokens.shape, np.float32)
     for domain in sorted(set(domains[valid])):
         rows = np.flatnonzero(valid & (domains == domain))
-        scorer, params, rest = load_teacher(ctx, **spec[domain])
-        out[rows] = score_rows(
-            scorer, params, rest, tokens[rows], attn[rows], chunk=ctx.trainer._chunk()
-        )
+        out[rows] = load_teacher(ctx, **spec[domain]).logps(tokens[rows], attn[rows])
     return {"teacher_logps_BxT": np.where(batch["mask_BxT"], out, 0.0).astype(np.float32)}

@@ -10,7 +10,7 @@
   branches       branch_member_KxB, branch_pos_K, branch_start_B   cbpo (core.cbpo)
 
 A row's text is the verifier's: the decoded response tokens before the first
-stop id (`rollout.sample_groups`). Token indices count the row's response
+stop id (`rollout.score.score_rows`). Token indices count the row's response
 tokens from 0 (`core.cliff`'s convention): token i of the text is response
 token i, and the stop token (when sampled) is response token len(text tokens).
 Character spans map to tokens through per-token character offsets
@@ -36,7 +36,7 @@ from rlvr_jax.core.cliff import first_mistake_index, prefix_offsets
 from rlvr_jax.rl import signals
 from rlvr_jax.tasks import arithmetic, countdown, multilingual
 from rlvr_jax.tasks.base import MAX_RESPONSE_CHARS, Problem
-from rlvr_jax.train.evaluate import cut_at_stop
+from rlvr_jax.tokenizers import cut_at_stop
 
 JUDGES = ("consensus", "verifier")
 _CACHE_KEY = "task_signals.rows"
@@ -80,17 +80,17 @@ def token_offsets(decode, ids, text=None, pieces=None) -> list[tuple[int, int]]:
 
 def step_rows(ctx, groups) -> list[_Row | None]:
     """The step's decoded rows (None for invalid ones), shared by the signals of one step."""
-    cached = ctx.cache.get(_CACHE_KEY)
+    cached = ctx.step_cache.get(_CACHE_KEY)
     if cached is not None and cached[0] is groups:
         return cached[1]
     rows = decode_rows(
-        ctx.trainer.tokenizer,
+        ctx.tokenizer,
         [groups.problems[int(g)] for g in groups.group],
         groups.tokens,
         groups.response_mask,
         groups.valid,
     )
-    ctx.cache[_CACHE_KEY] = (groups, rows)
+    ctx.step_cache[_CACHE_KEY] = (groups, rows)
     return rows
 
 
@@ -161,7 +161,7 @@ def cue(ctx, groups, batch):
     cue_B[i] = id of the row's cue string (`task.response_cue` or
     `countdown.trace_family`), −1 without a readable cue or for invalid rows.
     """
-    read = _cue_reader(ctx.trainer.task)
+    read = _cue_reader(ctx.task)
     rows = step_rows(ctx, groups)
     return {"cue_B": intern_ids(None if r is None else read(r.problem, r.text) for r in rows)}
 
@@ -253,7 +253,7 @@ def answers(ctx, groups, batch):
     answer_end_B): tokens overlapping the answer text (`arithmetic.token_span`),
     −1/−1 without one (an unparsable answer keeps its span).
     """
-    find, canon = _answer_reader(ctx.trainer.task)
+    find, canon = _answer_reader(ctx.task)
     rows = step_rows(ctx, groups)
     keys, start, end = [], np.full(len(rows), -1, np.int32), np.full(len(rows), -1, np.int32)
     for i, row in enumerate(rows):

@@ -56,17 +56,11 @@ def unpack_topk(packed_BxTx2K):
 
 def _teacher_model(ctx, *, source, domain, role, path):
     """(graphdef, params, rest) of the teacher: the policy at π_old for source "hint"."""
-    tr = ctx.trainer
     if source == "hint":
-        graphdef, _, _ = nnx.split(tr.model, nnx.Param, ...)
-        return graphdef, tr.state.params, tr.rest
-    key = ("teacher_model", source, domain, role, path)
-    if key not in ctx.cache:
-        load_teacher(ctx, source=source, domain=domain, role=role, path=path)  # checks vocab
-        ctx.cache[key] = _loaded_teacher(
-            ctx.config, source=source, domain=domain, role=role, path=path
-        )
-    return ctx.cache[key]
+        p = ctx.policy
+    else:  # loaded once per run, vocabulary checked (`model_signals.load_teacher`)
+        p = load_teacher(ctx, source=source, domain=domain, role=role, path=path)
+    return p.graphdef, p.params, p.rest
 
 
 def _loaded_teacher(config, *, source, domain, role, path):
@@ -100,13 +94,12 @@ def _teacher_states(ctx, groups, batch, *, topk, source, domain, role, path, tem
     key = ("state_fn", graphdef, topk)
     if key not in ctx.cache:
         ctx.cache[key] = make_state_fn(graphdef, topk=topk)
-    fn, chunk = ctx.cache[key], ctx.trainer._chunk()
+    fn, chunk = ctx.cache[key], ctx.chunk
     rows = len(groups.tokens)
     if source == "hint":
-        tr = ctx.trainer
-        prompts = render_prompts([template] * rows, groups, tr.tokenizer, tr.task, option=option)
+        prompts = render_prompts([template] * rows, groups, ctx.tokenizer, ctx.task, option=option)
         layout = relayout(
-            prompts, groups.tokens, groups.attention_mask, groups.prompt_mask, pad_id=tr.pad_id
+            prompts, groups.tokens, groups.attention_mask, groups.prompt_mask, pad_id=ctx.pad_id
         )
         out = signals.map_row_chunks(
             fn, (params, rest), (layout.tokens, layout.attention_mask), chunk=chunk

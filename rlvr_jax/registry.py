@@ -16,13 +16,15 @@ from typing import Any
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One registered implementation: its function, default hyperparameters, and the
-    batch fields it reads beyond the stage's standard ones (checked before it runs)."""
+    """One registered implementation: its function, default hyperparameters, the
+    batch fields it reads beyond the stage's standard ones (checked before it runs),
+    and whether it takes the RL step (`step=`, e.g. a schedule)."""
 
     name: str
     fn: Callable[..., Any]
     defaults: Mapping[str, Any]
     requires: tuple[str, ...] = ()
+    uses_step: bool = False
 
 
 class Registry:
@@ -33,17 +35,23 @@ class Registry:
         self._entries: dict[str, Entry] = {}
 
     def register(
-        self, name: str, *, requires: tuple[str, ...] = (), **defaults: Any
+        self,
+        name: str,
+        *,
+        requires: tuple[str, ...] = (),
+        uses_step: bool = False,
+        **defaults: Any,
     ) -> Callable[[Callable], Callable]:
         """Decorator: `@REG.register("grpo", eps=1e-6)` registers fn with its defaults.
 
-        `requires` names the extra batch fields fn reads (e.g. "first_mistake_B").
+        `requires` names the extra batch fields fn reads (e.g. "first_mistake_B");
+        `uses_step` says fn takes the RL step as the keyword argument `step`.
         """
 
         def wrap(fn: Callable) -> Callable:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
-            self._entries[name] = Entry(name, fn, dict(defaults), tuple(requires))
+            self._entries[name] = Entry(name, fn, dict(defaults), tuple(requires), uses_step)
             return fn
 
         return wrap

@@ -1,0 +1,43 @@
+"""Agentic RL: GRPO on multi-turn tool_lookup episodes with the warm-start tool_lookup base.
+
+Each rollout is an episode: the policy writes a turn, the environment
+(`tasks.tools.ToolEnv`) answers a lookup or a calculation as a `tool` message,
+until the policy answers or runs out of turns (`rlvr_jax.rollout.multiturn`,
+rollout "multi_turn"). The reward is the environment's final reward;
+environment tokens are context, never in the loss mask; every turn's sampled
+log-probs are μ = π_old. Any estimator and loss apply (GAE skips the
+environment-token gaps).
+
+Ours: GRPO (G = 8) with the token PPO clip as grpo.py; max_new_tokens = 32 per
+turn (the warm start's); the task's turn limit (max_turns + 1 model turns);
+evaluation runs whole episodes too (train.multiturn.evaluate_episodes).
+Logged per step: turns per episode (rollout/turns).
+
+Command: python -m rlvr_jax.main --config=experiments/agentic/tool_lookup.py --workdir=runs/tool
+Variants: `:pulse` (a tiny random model on tool_lookup, 2 steps).
+Measured here (docs/baselines.md, 3 seeds): see the tool_lookup GRPO table.
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+VARIANTS = ("", "pulse")
+
+
+def get_config(variant: str = ""):
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(map(repr, VARIANTS))}")
+    c = default_config()
+    c.model.domain = c.task.name = "tool_lookup"
+    c.rollout.name = "multi_turn"
+    c.rollout.multi_turn.max_turns = 0  # 0 = the task's episode_turns()
+    c.rollout.max_new_tokens = 32  # per turn
+    c.credit.name = "grpo"
+    c.loss.name = "ppo_clip"
+    c.data.group_size = 8  # G
+    c.train.steps = 20
+    if variant == "pulse":
+        apply_variant(c, "pulse")
+        c.task.name = "tool_lookup"
+        c.task.options = '{"num_lookups": 1, "max_name_syllables": 1, "instructions": false}'
+        c.rollout.max_new_tokens = 12
+    return c

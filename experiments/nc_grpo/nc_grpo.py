@@ -1,0 +1,41 @@
+"""NC-GRPO (Noise-Contrastive GRPO) on the warm-start Countdown base: latent-noise rollouts.
+
+NC-GRPO diversifies each group by adding scale-calibrated Gaussian noise to
+the last hidden layer of the prompt-encoding pass for half of its rollouts;
+branches that still reach the answer are reinforced over those derailed by the
+displacement. The objective and reward are GRPO's.
+
+Paper-fixed (abstract): noise in the last hidden layer of the prompt encoding,
+scaled to the activations, for half of each group; objective, reward and
+inference protocol untouched.
+Ours: the rollout "latent_noise" (`rlvr_jax.rollout.noise`): σ = 0.5 hidden-state
+RMS (the abstract gives no value), the first half of each group noisy; π_old is
+the clean policy's re-score of every row (rollout.latent_noise.old_logps =
+"clean", our reading of "objective untouched": the trainer never sees the
+noise), "noisy" keeps the sampler's log-probs instead. GRPO advantages, the
+token PPO clip, G = 8, as grpo.py.
+Logged per step: the noisy rows' share and their reward / pass rate against the
+clean rows (rollout/noise, rollout/noise_reward, rollout/not_noise_reward, ...).
+
+Command: python -m rlvr_jax.main --config=experiments/nc_grpo/nc_grpo.py --workdir=runs/nc_grpo
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
+Runtime: not measured (grpo.py's plus one old-log-prob forward per step).
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.rollout.name = "latent_noise"
+    c.rollout.latent_noise.sigma = 0.5  # σ in units of hidden RMS (ours)
+    c.rollout.latent_noise.layer = -1  # the last block (paper)
+    c.rollout.latent_noise.fraction = 0.5  # half of each group (paper)
+    c.rollout.latent_noise.old_logps = "clean"  # π_old: the clean re-score (our reading)
+    c.loss.recompute_old_logps = True
+    c.credit.name = "grpo"
+    c.loss.name = "ppo_clip"
+    c.loss.ppo_clip.eps_low = 0.2
+    c.loss.ppo_clip.eps_high = 0.2
+    c.data.group_size = 8  # G
+    return apply_variant(c, variant)

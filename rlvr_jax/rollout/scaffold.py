@@ -1,0 +1,163 @@
+"""LSPO's rollout (`rollout.name = "lora_scaffold"`): adapter re-rolls of the all-fail groups.
+
+Paper-fixed (abstract): each step, detect the cliff prompts (every rollout of
+the group failed), fit a small LoRA adapter by a brief supervised step on their
+reference solutions, re-roll them with base + adapter, splice the successful
+completions into their groups with an importance correction, and take the GRPO
+step on the base alone; the adapter gets only the supervised gradient and is
+discarded (the "lspo" loss: the sequence weight clip(π_base / π_adapter)).
+
+Here: the plain rollout first (same draws as "plain"); then, if some group is
+all-wrong by the verifier and its problem has a reference solution, a fresh
+adapter (`models.lora`, rank / alpha, on every projection) is fitted with
+`steps` Adam steps (lr) on those problems' solutions (the SFT loss of their
+chat-rendered prompt + solution), `rerolls` rows per cliff problem are sampled
+with base + adapter, and up to `max_splice` correct re-rolls replace the
+group's first rows, keeping μ = the adapter's log-probs (`behaviour_logps`);
+the trainer recomputes π_old = π_base (`loss.recompute_old_logps = True`,
+required by `validate`). The adapted copy of the policy lives in the run's
+rollout cache only for its compiled programs; its adapter is re-initialised
+every step and its weights never reach the trainer's state. Ours: rank 8,
+alpha 16, 8 steps at lr 1e-3, rerolls = G, max_splice = G/2 (so a rescued
+group stays mixed). Rows report `cliff_B` and `scaffold_B` (spliced); the
+trainer logs `rollout/cliff_groups` and `rollout/scaffold_groups` (rescued).
+Not multi-process: which groups are cliffs differs per host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from rlvr_jax.models import lora
+from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.rollout.base import ROLLOUTS, Request, RolloutContext, scored_groups
+from rlvr_jax.rollout.groups import Groups, stack_rows
+from rlvr_jax.rollout.plain import plain
+from rlvr_jax.sampling import Sampler
+from rlvr_jax.tokenizers import encode_prompt, end_of_turn_id
+
+_WIDTH_MULTIPLE = 32
+
+
+@dataclasses.dataclass
+class Scaffold:
+    """A copy of the policy with adapters, its sampler and its jitted SFT step (per run)."""
+
+    model: nnx.Module
+    sampler: Sampler
+    step: object
+    rank: int
+    alpha: float
+
+
+def _scaffold(ctx: RolloutContext, rank: int, alpha: float) -> Scaffold:
+    key = ("lora_scaffold", rank, float(alpha))
+    if key not in ctx.cache:
+        model = nnx.merge(*nnx.split(ctx.sampler.model))  # a copy of the policy's module tree
+        lora.add_lora(model, rank=rank, alpha=alpha, rngs=nnx.Rngs(0))
+        graphdef = lora.split_lora(model)[0]
+
+        @jax.jit
+        def step(lora_params, opt_state, rest, tokens, attn, mask, lr):
+            def loss_fn(lo):
+                lp = token_logps(nnx.merge(graphdef, lo, rest), tokens, attn)
+                m = mask.astype(jnp.float32)
+                return -(lp * m).sum() / jnp.maximum(m.sum(), 1.0)
+
+            loss, grads = jax.value_and_grad(loss_fn)(lora_params)
+            updates, opt_state = optax.adam(lr).update(grads, opt_state, lora_params)
+            return optax.apply_updates(lora_params, updates), opt_state, loss
+
+        sampler = Sampler(model, pad_id=ctx.sampler.pad_id, mesh=ctx.sampler.mesh)
+        ctx.cache[key] = Scaffold(model, sampler, step, rank, float(alpha))
+    return ctx.cache[key]
+
+
+def sft_rows(tokenizer, problems) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tokens, attention, loss mask) [P, W]: each chat-rendered prompt + solution + end of turn."""
+    eot = end_of_turn_id(tokenizer)
+    seqs = [
+        (encode_prompt(tokenizer, p.prompt), tokenizer.encode(p.solution) + [eot]) for p in problems
+    ]
+    width = max(len(a) + len(b) for a, b in seqs)
+    width = -(-width // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE
+    tokens = np.zeros((len(seqs), width), np.int32)
+    attn, mask = np.zeros(tokens.shape, bool), np.zeros(tokens.shape, bool)
+    for i, (a, b) in enumerate(seqs):
+        tokens[i, : len(a) + len(b)] = a + b
+        attn[i, : len(a) + len(b)] = True
+        mask[i, len(a) : len(a) + len(b)] = True
+    return tokens, attn, mask
+
+
+def fit_adapter(ctx, scaffold: Scaffold, problems, *, steps: int, lr: float, seed: int) -> float:
+    """A fresh adapter on the current policy, fitted to `problems`' solutions; the last loss."""
+    model = scaffold.model
+    lora.remove_lora(model)
+    nnx.update(model, ctx.policy_state)  # the base: the current policy's weights
+    lora.add_lora(model, rank=scaffold.rank, alpha=scaffold.alpha, rngs=nnx.Rngs(seed))
+    _, lora_params, rest = lora.split_lora(model)
+    opt_state = optax.adam(lr).init(lora_params)
+    tokens, attn, mask = sft_rows(ctx.tokenizer, problems)
+    loss = jnp.nan
+    for _ in range(steps):
+        lora_params, opt_state, loss = scaffold.step(
+            lora_params, opt_state, rest, tokens, attn, mask, lr
+        )
+    nnx.update(model, lora_params)
+    return float(loss)
+
+
+@ROLLOUTS.register("lora_scaffold", rank=8, alpha=16.0, steps=8, lr=1e-3, rerolls=0, max_splice=0)
+def lora_scaffold(ctx: RolloutContext, *, rank, alpha, steps, lr, rerolls, max_splice) -> Groups:
+    """The plain rollout, with adapter re-rolls spliced into its all-fail groups.
+
+    Options: rank, alpha (the adapter's R and scale α/R), steps and lr (its
+    Adam SFT steps), rerolls (rows re-rolled per cliff problem; 0 = the group's
+    size), max_splice (successes spliced per group; 0 = half the group).
+    """
+    req = ctx.request
+    if req.prefixes is not None:
+        raise ValueError("config.rollout.name = 'lora_scaffold' cannot continue prefixes (PAIR)")
+    groups = plain(ctx)
+    n_groups = len(req.problems)
+    cliff = np.array(
+        [
+            bool(req.problems[g].solution) and not groups.correct[groups.group == g].any()
+            for g in range(n_groups)
+        ]
+    )
+    spliced = np.zeros(len(groups.group), bool)
+    if cliff.any():
+        scaffold = _scaffold(ctx, rank, alpha)
+        targets = np.flatnonzero(cliff)
+        seed = int(jax.random.randint(jax.random.fold_in(ctx.key, 1), (), 0, 2**30))
+        fit_adapter(
+            ctx, scaffold, [req.problems[g] for g in targets], steps=steps, lr=lr, seed=seed
+        )
+        n = rerolls or int(np.max(req.counts))
+        sub = Request([req.problems[g] for g in targets], np.full(len(targets), n))
+        sub_ctx = dataclasses.replace(ctx, request=sub, key=jax.random.fold_in(ctx.key, 2))
+        prompts = [encode_prompt(ctx.tokenizer, p.prompt) for p in sub.problems]
+        ro = scaffold.sampler.sample(
+            [prompts[c] for c in sub.group_R], sub_ctx.params(), sub_ctx.key
+        )
+        ro.group = sub.group_R
+        rerolled = scored_groups(sub_ctx, ro)  # μ: the adapter's log-probs
+        rows = [groups.row(r) for r in range(len(groups.group))]
+        for c, g in enumerate(targets):
+            wins = np.flatnonzero((rerolled.group == c) & rerolled.correct)
+            slots = np.flatnonzero(groups.group == g)
+            k = min(len(wins), max_splice or len(slots) // 2)
+            for slot, win in zip(slots[:k], wins[:k], strict=True):
+                rows[slot] = dict(rerolled.row(win), info={})
+                spliced[slot] = True
+        groups = stack_rows(rows, groups.group, groups.valid, groups.problems)
+    groups.info = {"cliff_B": cliff[groups.group], "scaffold_B": spliced}
+    return groups

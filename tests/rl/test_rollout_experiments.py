@@ -1,0 +1,110 @@
+"""The rollout-stage methods' experiments (issue 14): configs, and pulses that log and assert
+each method's defining quantity (a plain-rollout GRPO run would fail every one)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlvr_jax.models import lora
+from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.rl.config import validate
+from rlvr_jax.rollout import score
+from rlvr_jax.rollout.score import Verdicts
+from rlvr_jax.testing import parity_score_rows
+
+EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+ROLLOUTS = {
+    "oc_grpo/oc_grpo": ("guided", ("", "arithmetic", "pulse")),
+    "lspo/lspo": ("lora_scaffold", ("", "arithmetic", "pulse")),
+    "nc_grpo/nc_grpo": ("latent_noise", ("", "arithmetic", "pulse")),
+    "agentic/tool_lookup": ("multi_turn", ("", "pulse")),
+}
+
+
+def load(name, variant):
+    spec = importlib.util.spec_from_file_location(
+        name.replace("/", "."), EXPERIMENTS / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(variant)
+
+
+@pytest.mark.parametrize("name", sorted(ROLLOUTS))
+def test_rollout_experiment_configs(name):
+    rollout, variants = ROLLOUTS[name]
+    for variant in variants:
+        c = load(name, variant)
+        validate(c)
+        assert c.rollout.name == rollout and c.is_locked
+        assert c.loss.recompute_old_logps == (rollout != "multi_turn")
+    with pytest.raises(ValueError, match="variant"):
+        load(name, "no_such_variant")
+
+
+def _lines(workdir):
+    lines = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
+    return [x for x in lines if x["split"] == "train"]
+
+
+def _cliffs_then_parity(monkeypatch):
+    """Parity rewards, but the plain rows of every other problem all fail: LSPO's cliffs
+    (the adapter's re-rolls, the next call of a step, are scored by parity)."""
+    calls = []
+
+    def score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
+        v = parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids)
+        calls.append(len(problems_R))
+        if len(calls) % 2:  # a step's plain rollout
+            cliff = np.array([int(p.id.rsplit("/", 1)[1]) % 2 == 0 for p in problems_R])
+            v = Verdicts(np.where(cliff, 0.0, v.rewards), v.correct & ~cliff, v.reasons, v.texts)
+        return v
+
+    monkeypatch.setattr(score, "score_rows", score_rows)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, credit", [(n, "grpo") for n in sorted(ROLLOUTS)] + [("agentic/tool_lookup", "gae")]
+)
+def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_path, monkeypatch):
+    """(Episodes with PPO's critic and GAE too: GAE skips the environment-token gaps.)"""
+    rollout, _ = ROLLOUTS[name]
+    if rollout == "lora_scaffold":
+        _cliffs_then_parity(monkeypatch)
+    else:
+        monkeypatch.setattr(score, "score_rows", parity_score_rows)
+    c = load(name, "pulse")
+    c.eval.at_start = False
+    if credit == "gae":
+        c.credit.name, c.critic.enabled = "gae", True
+    trainer = trainer_lib.Trainer(c, tmp_path)
+    try:
+        trainer.run()
+    finally:
+        trainer.io.close()
+    train = _lines(tmp_path)
+    assert [x["step"] for x in train] == [1, 2]
+    assert all(np.isfinite(x["loss"]) for x in train)
+    if credit == "gae":
+        assert all(np.isfinite(x["value_loss"]) for x in train)
+    if rollout == "guided":  # half of each group guided; their weights are not 1
+        assert all(x["rollout/guided"] == 0.5 for x in train)
+        assert all(abs(x["is_weight@guided"] - 1) > 1e-4 for x in train)
+        assert all(0 <= x["is_truncated@guided"] <= 1 for x in train)
+        assert all("rollout/not_guided_reward" in x for x in train)
+    if rollout == "latent_noise":
+        assert all(x["rollout/noise"] == 0.5 and "rollout/noise_reward" in x for x in train)
+    if rollout == "lora_scaffold":  # cliffs found, some rescued, and the base never adapted
+        assert all(x["rollout/cliff_groups"] > 0 for x in train)
+        assert any(x["rollout/scaffold_groups"] > 0 for x in train)
+        assert any(abs(x.get("is_weight@scaffold", 1.0) - 1) > 1e-4 for x in train)
+        assert not lora.has_lora(trainer.model)
+        assert not lora.has_lora(trainer.sampler.model)
+    if rollout == "multi_turn":
+        assert all(1 <= x["rollout/turns"] <= 5 for x in train)
+        assert any(x["rollout/turns"] > 1 for x in train)
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,91 @@
+"""Rollout plug-ins in multi-process runs: they run (2 CPU processes) or raise naming the field."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlvr_jax.rl import trainer as trainer_lib
+
+from .test_rollout_experiments import load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_CHILD = textwrap.dedent(
+    """
+    import importlib.util, sys
+    from rlvr_jax import distributed
+    port, pid, workdir, name = sys.argv[1:]
+    assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
+    from rlvr_jax.rl import trainer as trainer_lib
+    from rlvr_jax.rollout import score
+    from rlvr_jax.testing import parity_score_rows
+
+    score.score_rows = parity_score_rows  # groups differ, updates move
+    spec = importlib.util.spec_from_file_location("exp", f"experiments/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    c = module.get_config("pulse")
+    c.mesh.shape = (1, -1, 1)
+    c.eval.at_start = False
+    c.checkpoint.export_final = False
+    c.train.steps = 1
+    c.train.num_minibatches = 1
+    t = trainer_lib.Trainer(c, workdir)
+    try:
+        t.run()
+    finally:
+        t.io.close()
+    print("DONE", pid)
+    """
+)
+
+
+def test_lora_scaffold_refuses_several_processes(monkeypatch):
+    c = load("lspo/lspo", "pulse")
+    monkeypatch.setattr(trainer_lib.jax, "process_count", lambda: 2)
+    with pytest.raises(NotImplementedError, match="config.rollout.name = 'lora_scaffold'"):
+        trainer_lib._check_processes(c, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["oc_grpo/oc_grpo", "nc_grpo/nc_grpo", "agentic/tool_lookup"])
+def test_rollout_runs_in_two_processes(name, tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    env = dict(
+        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"
+    )
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    workdir = tmp_path / "run"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(port), str(i), str(workdir), name],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    try:
+        logs = [p.communicate(timeout=1200) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for i, (p, (out, err)) in enumerate(zip(procs, logs, strict=True)):
+        assert p.returncode == 0, f"process {i}:\n{err[-4000:]}"
+        assert f"DONE {i}" in out
+    lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    (train,) = [x for x in lines if x["split"] == "train"]
+    assert np.isfinite(train["loss"]) and train["select/sampled_prompts"] == 4
