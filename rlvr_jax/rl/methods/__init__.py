@@ -10,7 +10,9 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     gar_signal,
     gradient_signals,
     language,
+    locators,
     model_signals,
     mopd,
     task_signals,
+    teacher_dists,
 )
