@@ -451,7 +451,9 @@ def validate(c: ml_collections.ConfigDict) -> None:
     needed = {f"credit transform {n!r}": credit.TRANSFORMS.get(n).requires for n in names}
     needed[f"loss {c.loss.name!r}"] = objectives.POLICY_LOSSES.get(c.loss.name).requires
     # Fields only a scheduler adds (PAIR's inclusion probabilities) need that scheduler.
-    own = SCHEDULERS[c.select.name].batch_fields
+    from rlvr_jax.rollout import INFO_FIELDS
+
+    own = (*SCHEDULERS[c.select.name].batch_fields, *INFO_FIELDS.get(c.rollout.name, ()))
     for consumer, fields in needed.items():
         for name, sched in SCHEDULERS.items():
             missing = [f for f in fields if f in sched.batch_fields and f not in own]
@@ -572,6 +574,13 @@ def _validate_rollout(c: ml_collections.ConfigDict) -> None:
         within("lr", 0.0, 1.0, lo_open=True)
         for field in ("rerolls", "max_splice"):
             within(field, 0, 1 << 16)
+    if name == "branching":
+        within("roots", 0.0, 1.0, lo_open=True)
+        within("entropy_frac", 0.0, 1.0, lo_open=True)
+        within("width", 1, 1 << 16)
+        within("path_decay", 0.0, 1.0)
+        within("node_decay", 0.0, 1.0)
+        within("max_branches", 0, 1 << 16)
     # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
     # the trainer must score pi_old itself.
     off_policy = name in ("guided", "lora_scaffold")

@@ -554,14 +554,16 @@ def _info_stats(groups: Groups) -> dict[str, float]:
     A bool field `x_B` gives rollout/x (share of rows), rollout/x_groups (groups
     with such a row) and the reward / pass rate of its rows and of the others
     (rollout/x_reward, rollout/x_pass_rate, rollout/not_x_reward,
-    rollout/not_x_pass_rate); another field gives its mean (rollout/turns).
+    rollout/not_x_pass_rate); another field gives its mean over the rows where it
+    is finite (rollout/turns; CBPO's branches_per_root_B is NaN on branch rows).
     """
     v = groups.valid
     out = {}
     for name, values in sorted(groups.info.items()):
         key = "rollout/" + name.removesuffix("_B")
         x = np.asarray(values)[v]
-        if x.dtype != bool:
+        if x.dtype != bool:  # the mean over the rows it applies to (NaN elsewhere)
+            x = x[np.isfinite(x)]
             n, s = distributed.sum_over_processes(np.array([x.size, x.sum()], np.float64))
             out[key] = float(s / n) if n else 0.0
             continue
