@@ -46,6 +46,16 @@ def get_config(variant: str = ""):
     c = default_config()
     c.model.source = "pretrained"
     c.model.path = MODEL_PATH
+    # Precision and memory (ours): bf16 matmuls, f32 master weights and AdamW moments
+    # (an lr of 1e-6 moves a bf16 weight by less than its rounding step: updates would be
+    # lost); softmax, RMSNorm, log-probs and losses run in f32 whatever the compute dtype.
+    c.model.param_dtype = "float32"
+    c.model.dtype = "bfloat16"
+    c.model.attention = "pallas"  # TPU splash attention (blockwise XLA off TPU and in decode)
+    c.model.scan_layers = True  # one compiled block for the 36 layers
+    c.model.remat = "block"  # keep only each block's input for the backward pass
+    c.rollout.cache_gib = 40.0  # KV cache per chip per sampler call: B x G rows in a few calls
+    c.rollout.cache_dtype = "bfloat16"
     c.task.name = "math_file"
     c.task.options = json.dumps({"path": DATA_PATH, "checker": "math_verify"})
     c.task.train_size = 17_000  # prompt pool cap (DAPO-Math-17k size)

@@ -76,7 +76,7 @@ from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import build, credit, signals
 from rlvr_jax.rl.batch import Batch
 from rlvr_jax.rl.config import transform_names, validate
-from rlvr_jax.rl.critic import Critic
+from rlvr_jax.rl.critic import Critic, calibration_metrics
 from rlvr_jax.rl.select import COUNT_STATS, Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
 from rlvr_jax.rollout import ROLLOUTS, Groups, Request, RolloutContext
@@ -154,7 +154,14 @@ class Trainer:
         nnx.update(self.model, sharding.shard_state(nnx.state(self.model), self.mesh, self.rules))
         self.task = build.build_task(c)
         self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
-        self.sampler = Sampler(self.model, pad_id=self.pad_id, mesh=self.mesh, rules=self.rules)
+        self.sampler = Sampler(
+            self.model,
+            pad_id=self.pad_id,
+            mesh=self.mesh,
+            rules=self.rules,
+            cache_bytes=c.rollout.cache_gib * 2**30 or None,
+            cache_dtype=c.rollout.cache_dtype or None,
+        )
         self.sampling = SamplingParams(
             temperature=c.rollout.temperature,
             top_p=c.rollout.top_p,
@@ -163,7 +170,7 @@ class Trainer:
             stop_token_ids=self.tokenizer.stop_ids,
         )
         self.prompts = prompt_batches(
-            TaskSource(self.task, "train", size=c.task.train_size),
+            TaskSource(self.task, c.task.train_split, size=c.task.train_size),
             batch_size=c.data.prompts_per_step // self.processes,  # this process's share
             seed=c.seed,
             group_size=c.data.group_size,
@@ -210,6 +217,7 @@ class Trainer:
             critic_optimizer=critic_optimizer,
             value_clip=c.critic.value_clip,
             critic_sigma_ratio=c.critic.sigma_ratio,
+            loss_consts=_loss_consts(c),
             **mesh_kw,
         )
         spec = build.loss_spec(c)
@@ -273,6 +281,7 @@ class Trainer:
             mask &= g.stopped[:, None]
         ctx = self.score_ctx.with_policy(params=self.state.params)
         ctx.step_cache.clear()
+        ctx.metrics.clear()
         args = (g.tokens, g.attention_mask)
         old = g.behaviour_logps
         if c.loss.recompute_old_logps:
@@ -299,6 +308,16 @@ class Trainer:
             critic = (self.state.critic_params, self.critic_rest)
             values = signals.map_row_chunks(self.value_fn, critic, args, chunk=self._chunk())
             batch = batch.replace(old_values_BxT=np.where(mask, values, 0.0).astype(np.float32))
+            ctx.metrics.update(  # Brier score / ECE of the critic, every step
+                calibration_metrics(
+                    values,
+                    mask,
+                    g.correct,
+                    loss=c.critic.loss,
+                    v_min=c.critic.v_min,
+                    v_max=c.critic.v_max,
+                )
+            )
         return batch
 
     def credit(self, batch: Batch, step: int, num_groups: int) -> Batch:
@@ -479,6 +498,17 @@ class Trainer:
             self.io.log_eval(step, final)
         self.io.finish(self.model if c.checkpoint.export_final else None, self.tokenizer)
         return final
+
+
+def _loss_consts(c) -> dict:
+    """Run constants of the policy loss: an external teacher's output kernel (opd_full_kl)."""
+    from rlvr_jax.rl import objectives
+    from rlvr_jax.rl.methods import teacher_dists
+
+    if "teacher_kernel_DxV" not in objectives.POLICY_LOSSES.get(c.loss.name).requires:
+        return {}
+    kernel = teacher_dists.teacher_output_kernel(c)
+    return {} if kernel is None else {"teacher_kernel_DxV": kernel}
 
 
 def _combine_select_stats(stats: dict[str, float]) -> dict[str, float]:

@@ -14,13 +14,15 @@ from __future__ import annotations
 import dataclasses
 import types
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the signals)
 from rlvr_jax import tasks
-from rlvr_jax.rl import credit, signals
+from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl.methods import model_signals as ms
+from rlvr_jax.rl.methods import teacher_dists as td
 from rlvr_jax.tasks import arithmetic
 from rlvr_jax.train import warmstart
 
@@ -66,7 +68,7 @@ def _task_case(names, responses, group, problems, rewards=None, **options):
     provided = [f for n in names.split(",") for f in signals.provides(n.strip())]
     out = {f: full[f] for f in provided}
     fields = {f: full[f] for f in full.names()}
-    fields.update(rewards_B=g.rewards, mask_BxT=mask, **out)
+    fields.update({"rewards_B": g.rewards, "mask_BxT": mask, **out})
     return out, fields, _grpo(g.rewards, g.group, g.valid, mask)
 
 
@@ -99,6 +101,29 @@ def first_mistake_reduces():
     )
     np.testing.assert_array_equal(out["first_mistake_B"], [-1, 0, -1, 0])
     np.testing.assert_allclose(_apply("cliff", a, f), a, **TOL)
+
+
+def majority_vote_differs():
+    # Answers (31, 31, 32, 35), verdicts (0, 0, 1, 0): TTRL rewards the majority 31,
+    # (1, 1, 0, 0), so GRPO on them gives ±0.5/(√(1/3) + ε) where the verifier's
+    # rewards would give (−.5, −.5, 1.5, −.5).
+    responses = [BAD_LINE2, BAD_LINE2, GOOD1, BAD_LINE1]
+    out, f, a = _task_case("answers,majority_vote", responses, [0] * 4, [_problem(P1)])
+    np.testing.assert_array_equal(out["rewards_B"], [1, 1, 0, 0])
+    got = _grpo(out["rewards_B"], [0] * 4, [True] * 4, f["mask_BxT"])
+    a0 = 0.5 / (np.sqrt(1 / 3) + 1e-6)
+    np.testing.assert_allclose(got, np.array([a0, a0, -a0, -a0])[:, None] * f["mask_BxT"], **TOL)
+    assert np.abs(got - a).max() > 1
+
+
+def majority_vote_reduces():
+    # The majority answer is the right one and every wrong answer differs from it:
+    # the majority's rewards are the verifier's, GRPO exactly.
+    responses = [GOOD1, GOOD1, GOOD1, BAD_LINE2]
+    out, f, a = _task_case("answers,majority_vote", responses, [0] * 4, [_problem(P1)])
+    np.testing.assert_array_equal(out["rewards_B"], [1, 1, 1, 0])
+    got = _grpo(out["rewards_B"], [0] * 4, [True] * 4, f["mask_BxT"])
+    np.testing.assert_allclose(got, a, **TOL)
 
 
 P2 = "(7 + 5) * (3 + 4)"
@@ -442,6 +467,96 @@ def mopd_reduces(model_case):
     np.testing.assert_allclose(_apply("opd_additive", a, {**b, **out}), a, **MODEL_TOL)
 
 
+def _student_states(ctx, b, topk=0):
+    """The policy's own next-token states on the plain rows (`teacher_dists.make_state_fn`)."""
+    p = ctx.policy
+    fn = td.make_state_fn(p.graphdef, topk=topk)
+    return np.asarray(fn(p.params, p.rest, b["tokens_BxT"], b["attention_mask_BxT"]))
+
+
+def _kl_loss(name, b, a, fields, **hp):
+    """Per-token loss `name` at θ = θ_old (ratio 1: its PPO part is −A)."""
+    entry = objectives.POLICY_LOSSES.get(name)
+    old = jnp.asarray(b["old_logps_BxT"])
+    hp = {**entry.defaults, **hp}
+    out, _ = entry.fn(old, old, jnp.asarray(a), b["mask_BxT"], mb=fields, **hp)
+    return np.asarray(out)
+
+
+def _vocab_mb(ctx, b, out):
+    kernel = np.asarray(context_model(ctx).output_kernel(), np.float32)
+    return dict(
+        out,
+        hidden_BxTxD=_student_states(ctx, b),
+        output_kernel_DxV=kernel,
+        teacher_kernel_DxV=kernel,  # a self-teacher: the policy's own kernel
+        correct_B=b["correct_B"],
+    )
+
+
+def _np_log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def teacher_hidden_differs(model_case):
+    # Self-teacher on the hinted view: opd_full_kl (rl_coef = 1) is PPO (−A at θ_old)
+    # plus the full-vocabulary KL of the policy's plain vs hinted next-token
+    # distributions (NumPy softmax over the vocabulary), > 0 on the response tokens.
+    ctx, g, b, a = model_case
+    out = td.teacher_hidden(ctx, g, b, **{**_TD_OPTS, "template": HINT_TPL})
+    mb = _vocab_mb(ctx, b, out)
+    w = mb["output_kernel_DxV"]
+    ls = _np_log_softmax(mb["hidden_BxTxD"] @ w)
+    lt = _np_log_softmax(out["teacher_hidden_BxTxD"] @ w)
+    m = b["mask_BxT"]
+    kl = np.where(m, (np.exp(ls) * (ls - lt)).sum(-1), 0)
+    got = _kl_loss("opd_full_kl", b, a, mb, rl_coef=1.0)
+    np.testing.assert_allclose(got - (-a * m), kl, rtol=1e-4, atol=2e-5)
+    assert kl[m].max() > 1e-3
+
+
+def teacher_hidden_reduces(model_case):
+    # No privileged information in the view: the teacher's states are the student's,
+    # KL = 0, and opd_full_kl (rl_coef = 1) is PPO clip.
+    ctx, g, b, a = model_case
+    out = td.teacher_hidden(_no_hint(ctx), g, b, **{**_TD_OPTS, "template": "{prompt}{hint}"})
+    mb = _vocab_mb(ctx, b, out)
+    m = b["mask_BxT"][..., None]
+    np.testing.assert_allclose(
+        out["teacher_hidden_BxTxD"], np.where(m, mb["hidden_BxTxD"], 0), rtol=0, atol=1e-4
+    )
+    got = _kl_loss("opd_full_kl", b, a, mb, rl_coef=1.0)
+    np.testing.assert_allclose(got, -a * b["mask_BxT"], **MODEL_TOL)
+
+
+def teacher_topk_differs(model_case):
+    # k = 4 tokens of the hinted view; opd_topk_kl (rl_coef = 0) is the KL of the plain
+    # and hinted distributions renormalised on those 4 tokens (NumPy).
+    ctx, g, b, a = model_case
+    out = td.teacher_topk(ctx, g, b, k=4, **{**_TD_OPTS, "template": HINT_TPL})
+    mb = _vocab_mb(ctx, b, out)
+    ids = out["teacher_topk_ids_BxTxK"]
+    ls = _np_log_softmax(mb["hidden_BxTxD"] @ mb["output_kernel_DxV"])
+    ls = _np_log_softmax(np.take_along_axis(ls, ids, -1))
+    lt = _np_log_softmax(out["teacher_topk_logps_BxTxK"])
+    m = b["mask_BxT"]
+    kl = np.where(m, (np.exp(ls) * (ls - lt)).sum(-1), 0)
+    np.testing.assert_allclose(_kl_loss("opd_topk_kl", b, a, mb), kl, rtol=1e-4, atol=2e-5)
+    assert kl[m].max() > 1e-3
+
+
+def teacher_topk_reduces(model_case):
+    # The plain view: the teacher's top-k are the student's own, KL = 0, PPO clip.
+    ctx, g, b, a = model_case
+    out = td.teacher_topk(_no_hint(ctx), g, b, k=4, **{**_TD_OPTS, "template": "{prompt}{hint}"})
+    got = _kl_loss("opd_topk_kl", b, a, _vocab_mb(ctx, b, out), rl_coef=1.0)
+    np.testing.assert_allclose(got, -a * b["mask_BxT"], **MODEL_TOL)
+
+
+_TD_OPTS = dict(source="hint", domain="", role="teacher", path="")
+
+
 def _tree_case(parent, pos, rewards, lengths):
     """A branched group (ids 0..n−1; each row's response is its path after its branch point)."""
     n = len(parent)
@@ -540,9 +655,12 @@ SIGNAL_CASES = {
     "group_success": (group_success_differs, group_success_reduces),
     "hint": (hint_differs, hint_reduces),
     "language": (language_differs, language_reduces),
+    "majority_vote": (majority_vote_differs, majority_vote_reduces),
     "mopd": (mopd_differs, mopd_reduces),
     "pair_compare": (pair_compare_differs, pair_compare_reduces),
     "teacher": (teacher_differs, teacher_reduces),
+    "teacher_hidden": (teacher_hidden_differs, teacher_hidden_reduces),
+    "teacher_topk": (teacher_topk_differs, teacher_topk_reduces),
 }
 TASK_SIGNALS = (
     "answers",
@@ -552,6 +670,7 @@ TASK_SIGNALS = (
     "first_mistake",
     "group_success",
     "language",
+    "majority_vote",
     "pair_compare",
 )
 

@@ -148,4 +148,7 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
     if rollout == "multi_turn":
         assert all(1 <= x["rollout/turns"] <= 5 for x in train)
         assert any(x["rollout/turns"] > 1 for x in train)
+        evals = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+        evals = [x for x in evals if x["split"] == "eval"]  # whole episodes, turns logged
+        assert evals and all(1 <= x["mean_turns"] <= 5 for x in evals)
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

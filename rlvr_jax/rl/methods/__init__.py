@@ -12,7 +12,9 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     gradient_signals,
     grsd,
     language,
+    locators,
     model_signals,
     mopd,
     task_signals,
+    teacher_dists,
 )
