@@ -29,8 +29,9 @@ Token PPO clip ε = 0.2. Not here: the paper's multi-turn tool-integrated
 branching (the rollout refuses multi-turn tasks; branches inside a model turn
 are not built) and its search benchmarks.
 Logged per step: rollout/branches_per_root, rollout/node_cbv (mean CBV of the
-nodes' groups), rollout/branched (share of branch rows) with the reward / pass
-rate of branch rows against roots (rollout/branched_reward, rollout/not_branched_*).
+nodes' groups), rollout/node_contrast (share of nodes whose group disagrees),
+rollout/branched (share of branch rows) with the reward / pass rate of branch rows
+against roots (rollout/branched_reward, rollout/not_branched_*).
 
 Command: python -m rlvr_jax.main --config=experiments/cbpo/cbpo.py --workdir=runs/cbpo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps, G = 8 kept).
