@@ -27,7 +27,10 @@ Command: python -m rlvr_jax.main --config=experiments/grsd/grsd.py --workdir=run
 Variants: `:arithmetic` (single-turn, the arithmetic base), `:countdown` (single-turn),
 `:pulse` (tiny random model on arithmetic, 2 steps).
 Runtime: not measured (three sampler calls per step: trajectories, reflections,
-guidance; one more policy forward to score).
+guidance; one more policy forward to score). Result: not measured. Tested: the pulse
+(arithmetic) and the rollout on tool_lookup episodes; no test has yet had an episode
+group with both a success and a failure, so the default's guidance path is unexercised.
+Single process only.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
