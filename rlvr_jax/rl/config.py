@@ -581,6 +581,10 @@ def _validate_rollout(c: ml_collections.ConfigDict) -> None:
         within("path_decay", 0.0, 1.0)
         within("node_decay", 0.0, 1.0)
         within("max_branches", 0, 1 << 16)
+    if name == "reflective":
+        for field in ("reflection_tokens", "guidance_tokens"):
+            within(field, 1, 1 << 16)
+        within("log_examples", 0, 1 << 16)
     # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
     # the trainer must score pi_old itself.
     off_policy = name in ("guided", "lora_scaffold")

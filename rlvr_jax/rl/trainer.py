@@ -112,9 +112,11 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
-    if c.rollout.name == "lora_scaffold":  # which groups are cliffs differs per host
+    # lora_scaffold: which groups are cliffs differs per host; reflective: which groups get
+    # guidance (a sampler call every process must join) differs per host.
+    if c.rollout.name in ("lora_scaffold", "reflective"):
         raise NotImplementedError(
-            f"config.rollout.name = 'lora_scaffold' is not supported with {n} processes yet"
+            f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
         )
     distributed.check_rows_split(mesh)
     d = c.data
@@ -562,6 +564,8 @@ def _info_stats(groups: Groups) -> dict[str, float]:
     for name, values in sorted(groups.info.items()):
         key = "rollout/" + name.removesuffix("_B")
         x = np.asarray(values)[v]
+        if x.ndim != 1:  # not one number per row (e.g. GRSD's guidance_ids_BxN)
+            continue
         if x.dtype != bool:  # the mean over the rows it applies to (NaN elsewhere)
             x = x[np.isfinite(x)]
             n, s = distributed.sum_over_processes(np.array([x.size, x.sum()], np.float64))

@@ -494,6 +494,28 @@ def pair_reduces():
     np.testing.assert_allclose(out, loo[:, None] * MASK, **TOL)
 
 
+def grsd_differs():
+    # Row 0 (A0 > 0) has ℓ^T − ℓ^S = .3 on every token: w = e^.3; row 1 (−A0) the same gap:
+    # w = e^−.3 (a failure the guidance expects is penalised less); row 7 (−3·A1) gap −2:
+    # e^2 clipped to 2. Rows without a gap keep A.
+    d = np.zeros((B, T))
+    d[0], d[1], d[7] = 0.3, 0.3, -2.0
+    a, out = transform("grsd", with_d(d, key="guidance_logps_BxT"))
+    want = a.copy()
+    want[0] *= np.exp(0.3)
+    want[1] *= np.exp(-0.3)
+    want[7] *= 2.0
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def grsd_reduces():
+    # The self-teacher agrees with the policy (no guidance): every weight is 1; λ = 0 too.
+    a, out = transform("grsd", with_d(np.zeros((B, T)), key="guidance_logps_BxT"))
+    np.testing.assert_allclose(out, a, **TOL)
+    a, out = transform("grsd", with_d(_d(), key="guidance_logps_BxT"), lam=0.0)
+    np.testing.assert_allclose(out, a, **TOL)
+
+
 TRANSFORM_CASES = {
     "answer_mask": (answer_mask_differs, answer_mask_reduces),
     "cbpo": (cbpo_differs, cbpo_reduces),
@@ -501,6 +523,7 @@ TRANSFORM_CASES = {
     "cpo": (cpo_differs, cpo_reduces),
     "cscr": (cscr_differs, cscr_reduces),
     "cue_grpo": (cue_differs, cue_reduces),
+    "grsd": (grsd_differs, grsd_reduces),
     "dash": (dash_differs, dash_reduces),
     "entropy_shaping": (entropy_shaping_differs, entropy_shaping_reduces),
     "h2sd": (h2sd_differs, h2sd_reduces),

@@ -609,6 +609,40 @@ def branch_tree_reduces():
     np.testing.assert_allclose(want[0], a[0], **TOL)  # equal advantages: the mean is A
 
 
+def _guided(model_case, text):
+    """The model case with every row of group 0 guided by `text` (GRSD's guidance ids)."""
+    from rlvr_jax.rollout.reflective import GUIDANCE_FIELD
+
+    ctx, g, b, a = model_case
+    ids = np.full((len(g.group), 16), -1, np.int32)
+    tok = ctx.tokenizer.encode(text)[:16] if text else []
+    ids[g.group == 0, : len(tok)] = tok
+    return ctx, g, {**b, GUIDANCE_FIELD: ids}, a
+
+
+def guidance_differs(model_case):
+    # GRSD: the guided view moves ℓ^T on group 0's rows only; the grsd weights follow it.
+    ctx, g, b, a = _guided(model_case, "Multiply first, then add.")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}\nGuidance: {guidance}")
+    d = out["guidance_logps_BxT"] - b["old_logps_BxT"]
+    assert np.abs(d[g.group == 0]).max() > 1e-3 and (d[g.group != 0] == 0).all()
+    got = _apply("grsd", a, {**b, **out})
+    m = b["mask_BxT"] & (a != 0)
+    assert np.abs(got[m] / a[m] - 1).max() > 1e-3 and (np.sign(got[m]) == np.sign(a[m])).all()
+
+
+def guidance_reduces(model_case):
+    # No guidance at all: ℓ^T = ℓ^S exactly, GRSD is GRPO; a template that drops the
+    # guidance scores the plain view (ℓ^S up to the re-layout's float noise).
+    ctx, g, b, a = _guided(model_case, "")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}\nGuidance: {guidance}")
+    np.testing.assert_array_equal(out["guidance_logps_BxT"], b["old_logps_BxT"])
+    np.testing.assert_allclose(_apply("grsd", a, {**b, **out}), a, **TOL)
+    ctx, g, b, a = _guided(model_case, "Multiply first, then add.")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}")
+    np.testing.assert_allclose(out["guidance_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
+
+
 SIGNAL_CASES = {
     "answers": (answers_differs, answers_reduces),
     "branch_tree": (branch_tree_differs, branch_tree_reduces),
@@ -617,6 +651,7 @@ SIGNAL_CASES = {
     "cue": (cue_differs, cue_reduces),
     "first_mistake": (first_mistake_differs, first_mistake_reduces),
     "gar": (gar_differs, gar_reduces),
+    "guidance": (guidance_differs, guidance_reduces),
     "group_success": (group_success_differs, group_success_reduces),
     "hint": (hint_differs, hint_reduces),
     "language": (language_differs, language_reduces),

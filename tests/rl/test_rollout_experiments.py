@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax.models import lora
+from rlvr_jax.rl import credit
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import validate
 from rlvr_jax.rollout import score
@@ -22,6 +23,7 @@ ROLLOUTS = {
     "nc_grpo/nc_grpo": ("latent_noise", ("", "arithmetic", "pulse")),
     "agentic/tool_lookup": ("multi_turn", ("", "pulse")),
     "cbpo/cbpo": ("branching", ("", "arithmetic", "pulse")),
+    "grsd/grsd": ("reflective", ("", "arithmetic", "countdown", "pulse")),
 }
 # Rollouts that sample from another context or weights than π_old (the trainer re-scores).
 OFF_POLICY = ("guided", "lora_scaffold", "latent_noise")
@@ -46,6 +48,15 @@ def test_rollout_experiment_configs(name):
         assert c.loss.recompute_old_logps == (rollout in OFF_POLICY)
     with pytest.raises(ValueError, match="variant"):
         load(name, "no_such_variant")
+
+
+def _grpo(b):
+    """The GRPO advantages of a captured batch (the input of the credit transforms)."""
+    entry = credit.ESTIMATORS.get("grpo")
+    num_groups = int(b["group_B"].max()) + 1
+    adv, _ = entry.fn(b["rewards_B"], b["group_B"], b["valid_B"], b["mask_BxT"],
+                      num_groups=num_groups, values_BxT=None, **entry.defaults)  # fmt: skip
+    return np.asarray(adv)
 
 
 def _lines(workdir):
@@ -125,6 +136,15 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
             tree = b["branch_parent_B"] >= 0
             assert (b["branch_offset_B"][tree] >= 1).all() and b["branch_shared_BxB"].any()
             assert (b["branch_pos_K"] >= 0).sum() == 3 * c.data.prompts_per_step
+    if rollout == "reflective":  # reflections written, guidance moves ℓ^T and the credit
+        assert all(x["rollout/reflection_len"] >= 1 for x in train)
+        assert any(x["grsd/guided_rows"] > 0 and x["grsd/abs_shift"] > 1e-4 for x in train)
+        moved = False
+        for b in batches:
+            a, m = _grpo(b), b["mask_BxT"] & (_grpo(b) != 0)
+            assert (np.sign(b["adv_BxT"][m]) == np.sign(a[m])).all()  # sign kept
+            moved |= bool(np.abs(b["adv_BxT"][m] / a[m] - 1).max() > 1e-4) if m.any() else False
+        assert moved
     if rollout == "multi_turn":
         assert all(1 <= x["rollout/turns"] <= 5 for x in train)
         assert any(x["rollout/turns"] > 1 for x in train)

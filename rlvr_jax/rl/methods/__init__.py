@@ -10,6 +10,7 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     distill,
     gar_signal,
     gradient_signals,
+    grsd,
     language,
     locators,
     model_signals,
