@@ -43,12 +43,13 @@ k-th slice of its own shuffled rows, so with `train.num_minibatches` > 1 the
 minibatches differ from a one-process run's (a different random split);
 losses and other update metrics come from the global minibatch. Rollout and
 select statistics are summed over processes (means from global sums; counts add
-up); timings are process 0's. Evaluation runs on every process over the same
+up); timings are process 0's. Dynamic sampling's rounds run in step on every
+process (`scheduling.Lockstep`): a host that has its B groups idles, repeating its
+last rollout, while another still samples. Evaluation runs on every process over the same
 problems (each host samples its own copy of the rows; process 0's are the rows a
 one-process run samples) and process 0 logs its result. Not yet multi-process:
 schedulers that keep per-prompt statistics of a pool (all but uniform and
-dynamic sampling) and dynamic sampling with several rounds (hosts would stop
-sampling at different rounds), which raise; score signals that call models
+dynamic sampling), which raise; score signals that call models
 other than through the policy's scorer (e.g. a teacher's scorer).
 """
 
@@ -126,14 +127,13 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
             f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
             f"config.train.num_minibatches = {c.train.num_minibatches}"
         )
-    # These stop sampling on host-local conditions (or keep per-prompt statistics of a
-    # pool), so hosts would sample different numbers of times; they need a cross-process
-    # agreement on when to stop.
-    stream = SCHEDULERS[c.select.name].stream_prompts
-    if not stream or (c.select.name == "dynamic_sampling" and c.select.max_rounds > 1):
+    # These keep per-prompt statistics of a pool, which each host would update from its
+    # own rows only. (Streaming schedulers stop sampling on host-local conditions; the
+    # hosts keep their rounds in step: scheduling.Lockstep.)
+    if not SCHEDULERS[c.select.name].stream_prompts:
         raise NotImplementedError(
-            f"config.select.name = {c.select.name!r} (max_rounds = {c.select.max_rounds}) "
-            f"is not supported with {n} processes yet; use 'uniform' or max_rounds = 1"
+            f"config.select.name = {c.select.name!r} is not supported with {n} processes "
+            "yet; use 'uniform' or 'dynamic_sampling'"
         )
 
 
