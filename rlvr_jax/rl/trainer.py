@@ -43,12 +43,13 @@ k-th slice of its own shuffled rows, so with `train.num_minibatches` > 1 the
 minibatches differ from a one-process run's (a different random split);
 losses and other update metrics come from the global minibatch. Rollout and
 select statistics are summed over processes (means from global sums; counts add
-up); timings are process 0's. Evaluation runs on every process over the same
+up); timings are process 0's. Dynamic sampling's rounds run in step on every
+process (`scheduling.Lockstep`): a host that has its B groups idles, repeating its
+last rollout, while another still samples. Evaluation runs on every process over the same
 problems (each host samples its own copy of the rows; process 0's are the rows a
 one-process run samples) and process 0 logs its result. Not yet multi-process:
 schedulers that keep per-prompt statistics of a pool (all but uniform and
-dynamic sampling) and dynamic sampling with several rounds (hosts would stop
-sampling at different rounds), which raise; score signals that call models
+dynamic sampling), which raise; score signals that call models
 other than through the policy's scorer (e.g. a teacher's scorer).
 """
 
@@ -112,9 +113,11 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
-    if c.rollout.name == "lora_scaffold":  # which groups are cliffs differs per host
+    # lora_scaffold: which groups are cliffs differs per host; reflective: which groups get
+    # guidance (a sampler call every process must join) differs per host.
+    if c.rollout.name in ("lora_scaffold", "reflective"):
         raise NotImplementedError(
-            f"config.rollout.name = 'lora_scaffold' is not supported with {n} processes yet"
+            f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
         )
     distributed.check_rows_split(mesh)
     d = c.data
@@ -124,14 +127,13 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
             f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
             f"config.train.num_minibatches = {c.train.num_minibatches}"
         )
-    # These stop sampling on host-local conditions (or keep per-prompt statistics of a
-    # pool), so hosts would sample different numbers of times; they need a cross-process
-    # agreement on when to stop.
-    stream = SCHEDULERS[c.select.name].stream_prompts
-    if not stream or (c.select.name == "dynamic_sampling" and c.select.max_rounds > 1):
+    # These keep per-prompt statistics of a pool, which each host would update from its
+    # own rows only. (Streaming schedulers stop sampling on host-local conditions; the
+    # hosts keep their rounds in step: scheduling.Lockstep.)
+    if not SCHEDULERS[c.select.name].stream_prompts:
         raise NotImplementedError(
-            f"config.select.name = {c.select.name!r} (max_rounds = {c.select.max_rounds}) "
-            f"is not supported with {n} processes yet; use 'uniform' or max_rounds = 1"
+            f"config.select.name = {c.select.name!r} is not supported with {n} processes "
+            "yet; use 'uniform' or 'dynamic_sampling'"
         )
 
 
@@ -152,7 +154,14 @@ class Trainer:
         nnx.update(self.model, sharding.shard_state(nnx.state(self.model), self.mesh, self.rules))
         self.task = build.build_task(c)
         self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
-        self.sampler = Sampler(self.model, pad_id=self.pad_id, mesh=self.mesh, rules=self.rules)
+        self.sampler = Sampler(
+            self.model,
+            pad_id=self.pad_id,
+            mesh=self.mesh,
+            rules=self.rules,
+            cache_bytes=c.rollout.cache_gib * 2**30 or None,
+            cache_dtype=c.rollout.cache_dtype or None,
+        )
         self.sampling = SamplingParams(
             temperature=c.rollout.temperature,
             top_p=c.rollout.top_p,
@@ -547,14 +556,18 @@ def _info_stats(groups: Groups) -> dict[str, float]:
     A bool field `x_B` gives rollout/x (share of rows), rollout/x_groups (groups
     with such a row) and the reward / pass rate of its rows and of the others
     (rollout/x_reward, rollout/x_pass_rate, rollout/not_x_reward,
-    rollout/not_x_pass_rate); another field gives its mean (rollout/turns).
+    rollout/not_x_pass_rate); another field gives its mean over the rows where it
+    is finite (rollout/turns; CBPO's branches_per_root_B is NaN on branch rows).
     """
     v = groups.valid
     out = {}
     for name, values in sorted(groups.info.items()):
         key = "rollout/" + name.removesuffix("_B")
         x = np.asarray(values)[v]
-        if x.dtype != bool:
+        if x.ndim != 1:  # not one number per row (e.g. GRSD's guidance_ids_BxN)
+            continue
+        if x.dtype != bool:  # the mean over the rows it applies to (NaN elsewhere)
+            x = x[np.isfinite(x)]
             n, s = distributed.sum_over_processes(np.array([x.size, x.sum()], np.float64))
             out[key] = float(s / n) if n else 0.0
             continue

@@ -159,24 +159,32 @@ def dash_reduces():
     np.testing.assert_allclose(out, d * MASK, rtol=1e-5, atol=1e-6)
 
 
-def _branches(member, pos, start):
+def _branches(member, pos, start, shared=None):
     return dict(
         branch_member_KxB=np.array(member, bool),
         branch_pos_K=np.array(pos, np.int32),
         branch_start_B=np.array(start, np.int32),
+        branch_offset_B=np.zeros(B, np.int32),
+        branch_shared_BxB=np.zeros((B, B), np.int32) if shared is None else shared,
     )
 
 
 def cbpo_differs():
     # Node 0: rows 0, 1 (rewards 1, 0: CBV .5) from token 2; node 1: rows 4, 5 (1, 1: CBV 0)
     # from token 1. Mean CBV .25: factors clip(2) = 2 and clip(0 → .1) = .1. Row 1's
-    # shared prefix (tokens 0, 1) is its parent's: credit 0.
+    # shared prefix (tokens 0, 1) is its parent's: credit 0 there; row 0 credits it once
+    # with the mean advantage of the rows through it, (A0 − A0) / 2 = 0 (GRPO's net).
     m = np.zeros((2, B), bool)
     m[0, [0, 1]] = True
     m[1, [4, 5]] = True
-    b = make_batch(**_branches(m, [2, 1], [0, 2, 0, 0, 0, 1, 0, 0]))
+    shared = np.zeros((B, B), np.int32)
+    shared[0, 1] = shared[1, 0] = 2
+    shared[4, 5] = shared[5, 4] = 1
+    b = make_batch(**_branches(m, [2, 1], [0, 2, 0, 0, 0, 1, 0, 0], shared))
     a, out = transform("cbpo", b)
     want = a.copy()
+    want[0, :2] = (a[0, 0] + a[1, 0]) / 2
+    want[4, :1] = (a[4, 0] + a[5, 0]) / 2
     want[0, 2:] *= 2
     want[1, 2:] *= 2
     want[1, :2] = 0
@@ -486,6 +494,28 @@ def pair_reduces():
     np.testing.assert_allclose(out, loo[:, None] * MASK, **TOL)
 
 
+def grsd_differs():
+    # Row 0 (A0 > 0) has ℓ^T − ℓ^S = .3 on every token: w = e^.3; row 1 (−A0) the same gap:
+    # w = e^−.3 (a failure the guidance expects is penalised less); row 7 (−3·A1) gap −2:
+    # e^2 clipped to 2. Rows without a gap keep A.
+    d = np.zeros((B, T))
+    d[0], d[1], d[7] = 0.3, 0.3, -2.0
+    a, out = transform("grsd", with_d(d, key="guidance_logps_BxT"))
+    want = a.copy()
+    want[0] *= np.exp(0.3)
+    want[1] *= np.exp(-0.3)
+    want[7] *= 2.0
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def grsd_reduces():
+    # The self-teacher agrees with the policy (no guidance): every weight is 1; λ = 0 too.
+    a, out = transform("grsd", with_d(np.zeros((B, T)), key="guidance_logps_BxT"))
+    np.testing.assert_allclose(out, a, **TOL)
+    a, out = transform("grsd", with_d(_d(), key="guidance_logps_BxT"), lam=0.0)
+    np.testing.assert_allclose(out, a, **TOL)
+
+
 TRANSFORM_CASES = {
     "answer_mask": (answer_mask_differs, answer_mask_reduces),
     "cbpo": (cbpo_differs, cbpo_reduces),
@@ -493,6 +523,7 @@ TRANSFORM_CASES = {
     "cpo": (cpo_differs, cpo_reduces),
     "cscr": (cscr_differs, cscr_reduces),
     "cue_grpo": (cue_differs, cue_reduces),
+    "grsd": (grsd_differs, grsd_reduces),
     "dash": (dash_differs, dash_reduces),
     "entropy_shaping": (entropy_shaping_differs, entropy_shaping_reduces),
     "h2sd": (h2sd_differs, h2sd_reduces),

@@ -196,7 +196,8 @@ def branches_differs():
     # Group 0: "12 + 1" / "12 - 1" share "12 " (node at 3, rewards 1, 0: CBV .5); group 1:
     # "5 5" / "5 6" share "5 " (node at 2, rewards 1, 1: CBV 0), "7" / "7 8" share "7"
     # (node at 1, rewards 1, 0: CBV .5). Mean CBV 1/3: factors 1.5, .1 (clipped), 1.5 on
-    # each node's continuation; a later row's shared prefix gets 0 (credited once).
+    # each node's continuation; a later row's shared prefix gets 0 (credited once), the
+    # first row's the mean advantage of the two rows through it.
     rs = ["12 + 1", "12 - 1", "9", "8", "5 5", "5 6", "7", "7 8"]
     rewards = [1, 0, 1, 0, 1, 1, 1, 0]
     out, f, a = _task_case("branches", rs, [0] * 4 + [1] * 4, [_problem(P1)] * 2, rewards)
@@ -214,7 +215,10 @@ def branches_differs():
         want[row, cols[row][pos:]] *= factor
     for row, start in [(1, 3), (5, 2), (7, 1)]:
         want[row, cols[row][:start]] = 0
+        mean = (a[row - 1, cols[row - 1][0]] + a[row, cols[row][0]]) / 2
+        want[row - 1, cols[row - 1][:start]] = mean
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(want[0, cols[0][:3]], a[0, cols[0][:3]])  # (A − A) / 2 = 0
 
 
 def branches_reduces():
@@ -554,13 +558,101 @@ def teacher_topk_reduces(model_case):
 _TD_OPTS = dict(source="hint", domain="", role="teacher", path="", diagnostics=False)
 
 
+def _tree_case(parent, pos, rewards, lengths):
+    """A branched group (ids 0..n−1; each row's response is its path after its branch point)."""
+    n = len(parent)
+    own = np.asarray(lengths) - np.asarray(pos)
+    mask = np.arange(max(lengths))[None, :] < own[:, None]
+    b = {
+        "group_B": np.zeros(n, np.int32),
+        "valid_B": np.ones(n, bool),
+        "branch_id_B": np.arange(n, dtype=np.int32),
+        "branch_parent_B": np.asarray(parent, np.int32),
+        "branch_pos_B": np.asarray(pos, np.int32),
+    }
+    out = signals.SIGNALS.get("branch_tree").fn(None, None, b)
+    b.update(out, rewards_B=np.asarray(rewards, np.float32), mask_BxT=mask)
+    return out, b, _grpo(rewards, b["group_B"], b["valid_B"], mask)
+
+
+def branch_tree_differs():
+    # Root 0 (reward 1) with branches 2, 3 at 2 (rewards 0, 0): node CBV √2/3; root 1
+    # (reward 0) with branches 4, 5 at 1 (1, 0): CBV .5. Mean .486: factors .970, 1.03.
+    # Root 0's tokens 0, 1 are on rows 0, 2, 3: credited once, with their mean advantage.
+    rewards = [1.0, 0, 0, 0, 1, 0]
+    out, b, a = _tree_case([-1, -1, 0, 0, 1, 1], [0, 0, 2, 2, 1, 1], rewards, [5] * 6)
+    got = _apply("cbpo", a, b)
+    cbv = np.array([np.std([1, 0, 0]), np.std([0, 1, 0])])
+    f = np.clip(cbv / (cbv.mean() + 1e-6), 0.1, 3.0)
+    k = int(np.flatnonzero(out["branch_pos_K"] == 2)[0])
+    f = f if k == 0 else f[::-1]
+    want = np.zeros_like(a)
+    want[0, :2] = a[[0, 2, 3], 0].mean()
+    want[0, 2:] = f[0] * a[0, 2:]
+    want[2:4, :3] = f[0] * a[2:4, :3]
+    want[1, :1] = a[[1, 4, 5], 0].mean()
+    want[1, 1:] = f[1] * a[1, 1:]
+    want[4:6, :4] = f[1] * a[4:6, :4]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert abs(want[0, 0] - a[0, 0]) > 0.1 and (np.sign(got[2:4, :3]) == np.sign(a[2:4, :3])).all()
+
+
+def branch_tree_reduces():
+    # Only roots (no branch): no node, nothing shared: CBPO is GRPO. A node whose parent and
+    # branches all agree, the only node: factor 1, and it shares nothing before it (pos 0 is
+    # never a branch point, but a branch at 1 shares token 0: rows agree, mean = A).
+    _, b, a = _tree_case([-1] * 4, [0] * 4, [1.0, 0, 1, 0], [4, 3, 5, 2])
+    np.testing.assert_allclose(_apply("cbpo", a, b), a, **TOL)
+    _, b, a = _tree_case([-1, -1, 0, 0], [0, 0, 1, 1], [1.0, 0, 1, 1], [4, 4, 4, 4])
+    want = a.copy()
+    want[0, :1] = a[[0, 2, 3], 0].mean()
+    np.testing.assert_allclose(_apply("cbpo", a, b), want, **TOL)
+    np.testing.assert_allclose(want[0], a[0], **TOL)  # equal advantages: the mean is A
+
+
+def _guided(model_case, text):
+    """The model case with every row of group 0 guided by `text` (GRSD's guidance ids)."""
+    from rlvr_jax.rollout.reflective import GUIDANCE_FIELD
+
+    ctx, g, b, a = model_case
+    ids = np.full((len(g.group), 16), -1, np.int32)
+    tok = ctx.tokenizer.encode(text)[:16] if text else []
+    ids[g.group == 0, : len(tok)] = tok
+    return ctx, g, {**b, GUIDANCE_FIELD: ids}, a
+
+
+def guidance_differs(model_case):
+    # GRSD: the guided view moves ℓ^T on group 0's rows only; the grsd weights follow it.
+    ctx, g, b, a = _guided(model_case, "Multiply first, then add.")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}\nGuidance: {guidance}")
+    d = out["guidance_logps_BxT"] - b["old_logps_BxT"]
+    assert np.abs(d[g.group == 0]).max() > 1e-3 and (d[g.group != 0] == 0).all()
+    got = _apply("grsd", a, {**b, **out})
+    m = b["mask_BxT"] & (a != 0)
+    assert np.abs(got[m] / a[m] - 1).max() > 1e-3 and (np.sign(got[m]) == np.sign(a[m])).all()
+
+
+def guidance_reduces(model_case):
+    # No guidance at all: ℓ^T = ℓ^S exactly, GRSD is GRPO; a template that drops the
+    # guidance scores the plain view (ℓ^S up to the re-layout's float noise).
+    ctx, g, b, a = _guided(model_case, "")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}\nGuidance: {guidance}")
+    np.testing.assert_array_equal(out["guidance_logps_BxT"], b["old_logps_BxT"])
+    np.testing.assert_allclose(_apply("grsd", a, {**b, **out}), a, **TOL)
+    ctx, g, b, a = _guided(model_case, "Multiply first, then add.")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}")
+    np.testing.assert_allclose(out["guidance_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
+
+
 SIGNAL_CASES = {
     "answers": (answers_differs, answers_reduces),
+    "branch_tree": (branch_tree_differs, branch_tree_reduces),
     "branches": (branches_differs, branches_reduces),
     "cscr_shift": (cscr_shift_differs, cscr_shift_reduces),
     "cue": (cue_differs, cue_reduces),
     "first_mistake": (first_mistake_differs, first_mistake_reduces),
     "gar": (gar_differs, gar_reduces),
+    "guidance": (guidance_differs, guidance_reduces),
     "group_success": (group_success_differs, group_success_reduces),
     "hint": (hint_differs, hint_reduces),
     "language": (language_differs, language_reduces),
@@ -573,6 +665,7 @@ SIGNAL_CASES = {
 }
 TASK_SIGNALS = (
     "answers",
+    "branch_tree",
     "branches",
     "cue",
     "first_mistake",

@@ -5,10 +5,12 @@ Each module wraps pure kernels from `rlvr_jax.core` into the stage registries of
 """
 
 from rlvr_jax.rl.methods import (  # noqa: F401
+    branch_signals,
     credit_shaping,
     distill,
     gar_signal,
     gradient_signals,
+    grsd,
     language,
     locators,
     model_signals,

@@ -7,7 +7,8 @@
   answers        answer_id_B, answer_start_B, answer_end_B      om_grpo, answer_mask
   majority_vote  rewards_B (replaces the verifier's)            TTRL baseline (grpo)
   pair_compare   pair_wins_BxB, pair_compared_BxB               om_grpo_contrast
-  branches       branch_member_KxB, branch_pos_K, branch_start_B   cbpo (core.cbpo)
+  branches       branch_member_KxB, branch_pos_K, branch_start_B,  cbpo (core.cbpo)
+                 branch_offset_B, branch_shared_BxB
 
 A row's text is the verifier's: the decoded response tokens before the first
 stop id (`rollout.score.score_rows`). Token indices count the row's response
@@ -422,7 +423,13 @@ def _common_prefix(x: list[int], y: list[int]) -> int:
 
 @signals.register(
     "branches",
-    provides=("branch_member_KxB", "branch_pos_K", "branch_start_B"),
+    provides=(
+        "branch_member_KxB",
+        "branch_pos_K",
+        "branch_start_B",
+        "branch_offset_B",
+        "branch_shared_BxB",
+    ),
     max_nodes=0,
     min_prefix=1,
     dedupe_prefix=True,
@@ -433,7 +440,12 @@ def branches(ctx, groups, batch, *, max_nodes, min_prefix, dedupe_prefix):
     Plain sampling gives no explicit branches; the nodes are those of each
     group's trie of response tokens (`branch_layout`, over the loss-masked
     tokens mask_BxT). max_nodes = 0 uses K = B, an upper bound on the nodes of
-    any batch (a group of n rows has at most n − 1), so nothing is dropped.
+    any batch (a group of n rows has at most n − 1), so nothing is dropped. With
+    dedupe_prefix, a shared prefix is held by the first row (in batch order) that
+    has it and credited with the mean row advantage of every row that shares it
+    (branch_shared_BxB = common prefix lengths within a group), so its credit
+    does not depend on the row order; without, every row trains all its tokens
+    with its own advantage (branch_shared_BxB = 0). Offsets are 0 (no copies).
     """
     tokens, mask = np.asarray(batch["tokens_BxT"]), np.asarray(batch["mask_BxT"], bool)
     seqs = [t[m] for t, m in zip(tokens, mask, strict=True)]
@@ -441,4 +453,15 @@ def branches(ctx, groups, batch, *, max_nodes, min_prefix, dedupe_prefix):
     member, pos, start = branch_layout(
         seqs, batch["group_B"], max_nodes=k, min_prefix=min_prefix, dedupe_prefix=dedupe_prefix
     )
-    return {"branch_member_KxB": member, "branch_pos_K": pos, "branch_start_B": start}
+    shared = np.zeros((len(seqs), len(seqs)), np.int32)
+    group_B = np.asarray(batch["group_B"])
+    for r, q in itertools.combinations(range(len(seqs)), 2) if dedupe_prefix else ():
+        if group_B[q] == group_B[r]:
+            shared[r, q] = shared[q, r] = _common_prefix(seqs[r].tolist(), seqs[q].tolist())
+    return {
+        "branch_member_KxB": member,
+        "branch_pos_K": pos,
+        "branch_start_B": start,
+        "branch_offset_B": np.zeros(len(seqs), np.int32),
+        "branch_shared_BxB": shared,
+    }
