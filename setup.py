@@ -29,6 +29,8 @@ setup(
         "pyarrow>=14",
     ],
     extras_require={
+        # A Cloud TPU VM: jax with its TPU runtime (libtpu, a PyPI wheel pinned by jax).
+        "tpu": ["jax[tpu]>=0.6"],
         "test": [
             "pytest>=8",
             "pytest-xdist>=3",

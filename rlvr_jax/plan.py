@@ -41,7 +41,7 @@ from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.transformer import KVCache, Transformer
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.rl.update import RLState, make_update
-from rlvr_jax.sampling.generate import MAX_STOP_IDS
+from rlvr_jax.sampling.generate import MAX_STOP_IDS, cache_slots
 from rlvr_jax.sampling.sampler import Sampler
 
 GIB = 1 << 30
@@ -90,7 +90,8 @@ class Plan:
     rules: str
     train_rows: int  # rows of the compiled micro-batch (all devices)
     train_length: int  # T = P + N
-    sample_rows: int
+    sample_rows: int  # rows of one sampler call
+    sample_calls: int  # calls per rollout batch
     prompt_len: int  # P
     max_new_tokens: int  # N
     compiled_layers: tuple[int, ...]  # depths compiled; (L,) = exact, else extrapolated
@@ -118,13 +119,15 @@ class Plan:
         lines = [
             f"model: {cfg.model_type} {cfg.num_params() / 1e9:.2f}B params, L={L}, "
             f"params {cfg.param_dtype}, compute {cfg.dtype}",
+            f"execution: attention {cfg.attention!r} (block {cfg.attention_block}), "
+            f"scan_layers={cfg.scan_layers}, remat {cfg.remat!r}",
             f"mesh (data, fsdp, tensor) = {self.mesh_shape} = {self.devices} devices, "
             f"rules {self.rules!r}; {how}",
             "analytic, per device:",
             f"  params          {g(self.params_bytes)}",
             f"  optimizer state {g(self.opt_state_bytes)}  (AdamW mu + nu)",
             f"  KV cache        {g(self.kv_cache_bytes)}  ({self.sample_rows} rows x "
-            f"{self.prompt_len + self.max_new_tokens} slots, {self.sample_rows // shards} "
+            f"{self.prompt_len + self.max_new_tokens} tokens, {self.sample_rows // shards} "
             "rows/device)",
         ]
         for name, m, what in (
@@ -137,7 +140,8 @@ class Plan:
             (
                 "sampler",
                 self.sample,
-                f"{self.sample_rows} rows, P={self.prompt_len}, N={self.max_new_tokens}",
+                f"one call of {self.sample_rows} rows (a rollout batch takes "
+                f"{self.sample_calls}), P={self.prompt_len}, N={self.max_new_tokens}",
             ),
         ):
             lines += [
@@ -212,7 +216,7 @@ def _compile_train(config, optimizer, spec, mesh, rules, rows, length):
     return update.jitted(state, rest, None).lower(*args).compile()
 
 
-def _compile_sample(config, mesh, rules, rows, prompt_len, max_new_tokens):
+def _compile_sample(config, mesh, rules, rows, prompt_len, max_new_tokens, cache_dtype):
     model = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
     sampler = Sampler(model, mesh=mesh, rules=rules, max_length=prompt_len + max_new_tokens)
     graphdef, state = nnx.split(model)
@@ -233,7 +237,11 @@ def _compile_sample(config, mesh, rules, rows, prompt_len, max_new_tokens):
         jax.ShapeDtypeStruct((), jnp.int32, sharding=rep),
     )
     lowered = sampler._generate.lower(
-        *args, graphdef=graphdef, max_new_tokens=max_new_tokens, noise_layer=None
+        *args,
+        graphdef=graphdef,
+        max_new_tokens=max_new_tokens,
+        noise_layer=None,
+        cache_dtype=cache_dtype,
     )
     return lowered.compile()
 
@@ -250,6 +258,8 @@ def memory_plan(
     prompt_len: int,
     max_new_tokens: int,
     layers: tuple[int, int] | None = (2, 4),
+    cache_dtype: str | None = None,
+    sample_calls: int = 1,
 ) -> Plan:
     """Compiles the train step and the sampler for `mesh` on abstract shapes; per-device bytes.
 
@@ -262,6 +272,9 @@ def memory_plan(
       sample_rows: rows of one sampler call (prompts x G); a multiple of the batch shards.
       prompt_len: P, the padded context length; max_new_tokens: N. Train T = P + N.
       layers: two depths to compile and extrapolate from, or None to compile all layers.
+      cache_dtype: the sampler's KV cache dtype (None: the compute dtype).
+      sample_calls: how many sampler calls of `sample_rows` one rollout batch takes
+        (reported only).
     Returns:
       A Plan (print `plan.format()`).
     """
@@ -280,7 +293,7 @@ def memory_plan(
         cfg = config.replace(num_layers=depth)
         train = Memory.of(_compile_train(cfg, optimizer, spec, mesh, rules, train_rows, length))
         sample = Memory.of(
-            _compile_sample(cfg, mesh, rules, sample_rows, prompt_len, max_new_tokens)
+            _compile_sample(cfg, mesh, rules, sample_rows, prompt_len, max_new_tokens, cache_dtype)
         )
         return train, sample
 
@@ -292,7 +305,9 @@ def memory_plan(
         train, sample = t0.extrapolate(t1, depths, full), s0.extrapolate(s1, depths, full)
 
     _, state, _, state_sh = _abstract_state(config, optimizer, mesh, rules)
-    cache = jax.eval_shape(lambda: KVCache.zeros(config, sample_rows, length))
+    slots = cache_slots(config, prompt_len, max_new_tokens)
+    dtype = None if cache_dtype is None else jnp.dtype(cache_dtype)
+    cache = jax.eval_shape(lambda: KVCache.zeros(config, sample_rows, slots, dtype))
     k_sh = lambda x: sharding.NamedSharding(  # noqa: E731
         mesh, sharding.logical_to_spec(sharding.CACHE_K_AXES, x.shape, mesh, rules)
     )
@@ -308,6 +323,7 @@ def memory_plan(
         train_rows=train_rows,
         train_length=length,
         sample_rows=sample_rows,
+        sample_calls=sample_calls,
         prompt_len=prompt_len,
         max_new_tokens=max_new_tokens,
         compiled_layers=depths,
@@ -361,8 +377,8 @@ def plan_from_config(
     mesh_shape=None,
     rules: str | None = None,
     model: str = "",
-    param_dtype: str = "float32",
-    dtype: str = "float32",
+    param_dtype: str = "",
+    dtype: str = "",
     prompt_len: int = 1024,
     sample_rows: int = 0,
     max_new_tokens: int = 0,
@@ -374,32 +390,57 @@ def plan_from_config(
       c: the run ConfigDict (model, data, train, rollout, loss, optimizer, mesh).
       mesh_shape, rules: override `config.mesh.shape` / `config.mesh.rules`.
       model: a preset name overriding the config's model (see `policy_config`).
-      param_dtype, dtype: parameter and compute dtypes ("float32" / "bfloat16");
-        the trainer loads checkpoints in float32 today.
+      param_dtype, dtype: override `model.param_dtype` / `model.dtype` ("" = the config's).
       prompt_len: P, the padded prompt length (the config has no prompt-length field).
-      sample_rows: rows of one sampler call (0: prompts_per_step x group_size, what
-        the trainer samples at once).
+      sample_rows: rows of one sampler call (0: as the trainer's sampler calls it,
+        prompts_per_step x group_size rows split by `rollout.cache_gib`).
       max_new_tokens: N (0: `rollout.max_new_tokens`).
       layers: as in `memory_plan`.
     Returns:
       The Plan; the train micro-batch is `train.micro_batch_size` rows (or the
-      whole minibatch) of P + N tokens.
+      whole minibatch) of P + N tokens. The model runs with the config's attention
+      kernel, layer scan and remat policy.
     """
+    from rlvr_jax.models.transformer import abstract_model
     from rlvr_jax.rl.build import loss_spec, policy_optimizer
 
+    m = c.model
     optimizer = policy_optimizer(c)
-    cfg = policy_config(c, model).replace(param_dtype=param_dtype, dtype=dtype)
+    cfg = policy_config(c, model).replace(
+        param_dtype=param_dtype or m.param_dtype,
+        dtype=dtype or m.dtype,
+        attention=m.attention,
+        attention_block=m.attention_block,
+        scan_layers=m.scan_layers,
+        remat=m.remat,
+    )
     mesh = sharding.make_mesh(tuple(mesh_shape or c.mesh.shape))
+    rules = rules or c.mesh.rules
     batch = c.data.prompts_per_step * c.data.group_size
+    n = max_new_tokens or c.rollout.max_new_tokens
+    cache_dtype = c.rollout.cache_dtype or None
+    calls = 1
+    if not sample_rows:
+        sampler = Sampler(
+            abstract_model(cfg),
+            mesh=mesh,
+            rules=rules,
+            cache_bytes=c.rollout.cache_gib * GIB or None,
+            cache_dtype=cache_dtype,
+        )
+        sample_rows = sampler.rows_per_call(batch, cache_slots(cfg, prompt_len, n))
+        calls = -(-batch // sample_rows)
     return memory_plan(
         cfg,
         mesh,
-        rules or c.mesh.rules,
+        rules,
         optimizer=optimizer,
         spec=loss_spec(c),
         train_rows=c.train.micro_batch_size or batch // c.train.num_minibatches,
-        sample_rows=sample_rows or batch,
+        sample_rows=sample_rows,
         prompt_len=prompt_len,
-        max_new_tokens=max_new_tokens or c.rollout.max_new_tokens,
+        max_new_tokens=n,
         layers=layers,
+        cache_dtype=cache_dtype,
+        sample_calls=calls,
     )

@@ -2,7 +2,7 @@
 
 Usage (pin to one core; every number is then per core):
   taskset -c 1 python scripts/bench_gar.py step                 # experiments/gar/gar.py, 8 steps
-  taskset -c 1 python scripts/bench_gar.py step --config experiments/gar/gar.py:arithmetic
+  taskset -c 1 python scripts/bench_gar.py step --set score.gar.aux_anchors=0
   taskset -c 1 python scripts/bench_gar.py update               # 3M bench model, 64 x 128 tokens
   python scripts/bench_gar.py update --size 30m --rows 32 --repeats 5
 
@@ -35,8 +35,10 @@ to the update alone, the stricter ratio).
 from __future__ import annotations
 
 import argparse
+import ast
 import functools
 import importlib.util
+import json
 import resource
 import statistics
 import tempfile
@@ -49,7 +51,7 @@ from flax import nnx
 
 from rlvr_jax.core import gar as gar_lib
 from rlvr_jax.models.transformer import init_model
-from rlvr_jax.rl import objectives, select, signals
+from rlvr_jax.rl import objectives, signals
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import gar_signal as gs
 from rlvr_jax.rl.update import RLState, build_optimizer, make_update
@@ -69,6 +71,7 @@ def main():
     st.add_argument("--config", default="experiments/gar/gar.py")
     st.add_argument("--steps", type=int, default=8)
     st.add_argument("--workdir", default="")
+    st.add_argument("--set", action="append", default=[], help="config field=value override")
     up = sub.add_parser("update", help="GAR's reward and kernel vs one GRPO update")
     _update_args(up)
     a = ap.parse_args()
@@ -210,23 +213,29 @@ def _step_bench(a):
     c.eval.num_problems, c.eval.n_samples = 2, 1  # the run's closing eval: kept small
     c.checkpoint.every = a.steps
     c.checkpoint.export_final = False
+    for item in a.set:  # --set score.gar.aux_anchors=0
+        key, _, value = item.partition("=")
+        section, field = key.rsplit(".", 1)
+        node = c
+        for part in section.split("."):
+            node = node[part]
+        node[field] = ast.literal_eval(value)
     if signals.signal_names(c) != ["gar"]:
         raise ValueError(f"{a.config}: score.signals must be 'gar', got {c.score.signals!r}")
     workdir = a.workdir or tempfile.mkdtemp(prefix="bench_gar_")
     rec, rows = {}, []
-    originals = (select.collect_groups, signals.compute, trainer_lib.Trainer._batch)
-    original_optimize = trainer_lib.Trainer._optimize
-    original_sync = trainer_lib.Trainer._sync_model
+    original_compute = signals.compute
+    stages = ("_sync_model", "rollout", "score", "credit", "update")
+    originals = {m: getattr(trainer_lib.Trainer, m) for m in stages}
 
-    def compute(ctx, groups, batch):
+    def compute(ctx, groups, batch, names, options):
         rows.append((batch["tokens_BxT"], batch["attention_mask_BxT"]))
-        return originals[1](ctx, groups, batch)
+        return original_compute(ctx, groups, batch, names, options)
 
-    select.collect_groups = _clock(rec, "rollout", originals[0])
     signals.compute = _clock(rec, "gar", compute)
-    trainer_lib.Trainer._batch = _clock(rec, "score_credit", originals[2])
-    trainer_lib.Trainer._optimize = _clock(rec, "update", original_optimize)
-    trainer_lib.Trainer._sync_model = _clock(rec, "sync", original_sync)  # weights to the sampler
+    for m in stages:  # each stage of the trainer's step; _sync_model: weights to the sampler
+        name = "sync" if m == "_sync_model" else m
+        setattr(trainer_lib.Trainer, m, _clock(rec, name, originals[m]))
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     trainer = trainer_lib.Trainer(c, workdir)
@@ -234,33 +243,26 @@ def _step_bench(a):
         trainer.run()
     finally:
         trainer.io.close()
-        select.collect_groups, signals.compute, trainer_lib.Trainer._batch = originals
-        trainer_lib.Trainer._optimize = original_optimize
-        trainer_lib.Trainer._sync_model = original_sync
+        signals.compute = original_compute
+        for m in stages:
+            setattr(trainer_lib.Trainer, m, originals[m])
     wall = time.perf_counter() - t0
     # The trainer's old-log-prob forward (loss.recompute_old_logps) on the same rows.
+    policy = trainer.score_ctx.with_policy(params=trainer.state.params).policy
     for tokens, attn in rows:
-        run = functools.partial(
-            trainer_lib._chunked,
-            trainer.scorer,
-            trainer.state.params,
-            trainer.rest,
-            tokens,
-            attn,
-            rows=len(tokens),
-            chunk=trainer._chunk(),
-        )
+        run = functools.partial(policy.logps, tokens, attn)
         run()  # compile / warm
         _clock(rec, "forward", run)()
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    parts = ("sync", "rollout", "score_credit", "update", "gar", "forward")
+    parts = ("sync", "rollout", "score", "credit", "update", "gar", "forward")
     n = len(rec["rollout"])
     rec["sync"] = rec["sync"][:n]  # the closing evaluation syncs once more
     for k in ("wall", "cpu"):
         col = 0 if k == "wall" else 1
-        # Medians over steps 2..N (step 1 compiles); a step = rollout + score/credit + update.
+        # Medians over steps 2..N (step 1 compiles); a step = sync (weights to the sampler)
+        # + rollout + score (GAR inside) + credit + update.
         per = {p: statistics.median(x[col] for x in rec[p][1:]) for p in parts}
-        step = statistics.median(sum(rec[p][i][col] for p in parts[:3]) for i in range(1, n))
+        step = statistics.median(sum(rec[p][i][col] for p in parts[:5]) for i in range(1, n))
         extra = per["gar"] - per["forward"]
         print(
             f"bench_gar step [{k} s]: config={a.config} steps={a.steps} rows={len(rows[0][0])} "
@@ -273,6 +275,8 @@ def _step_bench(a):
             f"overhead {per['gar'] / (step - per['gar']):.1%} over a step on the sampler's "
             "log-probs"
         )
+    with open(f"{workdir}/bench_gar_step.json", "w") as f:  # every step's clocks
+        json.dump({p: rec[p] for p in parts}, f)
     cpu = usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime
     print(f"bench_gar step: wall {wall:.0f} s, CPU {cpu:.0f} s (whole run, compiles included)")
 

@@ -3,13 +3,14 @@
 Usage (pin to one core so that both frameworks get the same compute and
 other processes do not steal it; every number then is per core):
   taskset -c 1 python scripts/bench_train.py peak                    # matmul FLOP/s
-  taskset -c 1 python scripts/bench_train.py step --sizes 3m,30m,100m
-  taskset -c 1 python scripts/bench_train.py scaling --size 30m
+  taskset -c 1 python scripts/bench_train.py step --sizes 3m,30m --lengths 256,1024
+  taskset -c 1 python scripts/bench_train.py scaling --size 3m
+  taskset -c 1 python scripts/bench_train.py memory --lengths 2048,4096,8192
 
 peak: the best f32 FLOP/s of a jitted square matmul (n = 1024, 2048, 3072),
   the ceiling MFU is measured against (torch's matmul printed alongside).
 step: one optimizer update of the PPO-clip GRPO loss (rlvr_jax.rl.update.make_update:
-  forward, backward, global-norm clip, AdamW) on `--rows` x `--length` tokens, for
+  forward, backward, global-norm clip, AdamW) on `--rows` x T tokens, for
   each bench model (rlvr_jax.testing.bench_config), against the same step
   written in PyTorch on the same weights and batch: the transformers
   Qwen3ForCausalLM (its default attention), the same log-prob gather, clipped
@@ -17,18 +18,26 @@ step: one optimizer update of the PPO-clip GRPO loss (rlvr_jax.rl.update.make_up
   torch.optim.AdamW. The first-step losses of the two are printed to show it is
   one computation. Model FLOPs per step = tokens x (6 N + 12 L d_attn T), N the
   parameters used in matmuls (embedding lookup excluded, output projection
-  included), the PaLM accounting; XLA's own count of the compiled step is
-  printed too.
+  included), the PaLM accounting (full, not causal, attention); XLA's own count
+  of the compiled step is printed too.
 scaling: step time as the sequence length and the rows (group size x prompts) double.
+memory: one update of a single row of T tokens on the 3m model, each T in a fresh
+  process: peak resident memory (ru_maxrss), and XLA's planned temp buffers.
+Our model runs with `--execution` (ModelConfig execution options, e.g.
+"attention=blockwise,attention_block=256,remat=block"; see models/config.py).
 Timing: compile + 2 warm-up steps, then `--repeats` steps alternating the two
-frameworks; medians.
+frameworks; medians of wall time and of this process's CPU time (the CPU time
+is what a shared, loaded machine distorts least).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -38,6 +47,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax.models.checkpoint import load_pretrained
+from rlvr_jax.models.transformer import init_model, with_execution
 from rlvr_jax.rl import objectives
 from rlvr_jax.rl.update import RLState, build_optimizer, make_update
 from rlvr_jax.testing import bench_config
@@ -50,20 +60,27 @@ def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def _timed(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of one call."""
+    w, c = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w, time.process_time() - c
+
+
+def parse_execution(text: str) -> dict:
+    """Parses "attention=blockwise,remat=block" into ModelConfig execution options."""
+    out = {}
+    for item in filter(None, text.split(",")):
+        k, _, v = item.partition("=")
+        out[k] = v == "true" if v in ("true", "false") else int(v) if v.isdigit() else v
+    return out
 
 
 # --------------------------------------------------------------------------- peak
 
 
 def matmul_peak(sizes=(1024, 2048, 3072), repeats: int = 5) -> dict[str, float]:
-    """Best f32 matmul FLOP/s of jax (and torch) on this process's cores."""
+    """Best f32 matmul FLOP/s (by CPU time) of jax (and torch) on this process's cores."""
     import torch
 
     torch.set_num_threads(cores())
@@ -72,11 +89,11 @@ def matmul_peak(sizes=(1024, 2048, 3072), repeats: int = 5) -> dict[str, float]:
         a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
         f = jax.jit(lambda x: x @ x)
         jax.block_until_ready(f(a))
-        t = _median_time(lambda f=f, a=a: jax.block_until_ready(f(a)), repeats)
+        t = min(_timed(lambda f=f, a=a: jax.block_until_ready(f(a)))[1] for _ in range(repeats))
         out["jax"] = max(out["jax"], 2 * n**3 / t)
         ta = torch.randn(n, n)
         ta @ ta
-        t = _median_time(lambda ta=ta: ta @ ta, repeats)
+        t = min(_timed(lambda ta=ta: ta @ ta)[1] for _ in range(repeats))
         out["torch"] = max(out["torch"], 2 * n**3 / t)
     return out
 
@@ -117,9 +134,8 @@ def save_hf(cfg, path: str):
     return model
 
 
-def jax_step(path: str, batch):
-    """(step_fn returning the loss, XLA flops of the compiled step) for our update."""
-    model, _ = load_pretrained(path)
+def jax_step(model, batch):
+    """(step_fn returning the loss, compiled step) for our update of `model`."""
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     spec = objectives.LossSpec(
         "ppo_clip", (("dual_clip", 0.0), ("eps_high", EPS), ("eps_low", EPS))
@@ -130,19 +146,23 @@ def jax_step(path: str, batch):
         params, opt.init(params), None, None, jnp.zeros((), jnp.int32), jax.random.PRNGKey(0)
     )
     mb = {k: jnp.asarray(v)[None] for k, v in batch.items()}  # one micro-batch
-    try:
-        cost = update.lower(state, rest, None, mb).compile().cost_analysis()
-        cost = cost[0] if isinstance(cost, list) else cost
-        flops = float(cost.get("flops", float("nan")))
-    except (AttributeError, KeyError, TypeError):  # best effort; the timing does not need it
-        flops = float("nan")
+    compiled = update.lower(state, rest, None, mb).compile()
     holder = {"state": state}
 
     def step():
-        holder["state"], metrics = update(holder["state"], rest, None, mb)
+        holder["state"], metrics = compiled(holder["state"], rest, None, mb)
         return float(metrics["loss"])
 
-    return step, flops
+    return step, compiled
+
+
+def xla_flops(compiled) -> float:
+    try:  # best effort; the timing does not need it
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        return float(cost.get("flops", float("nan")))
+    except (AttributeError, KeyError, TypeError):
+        return float("nan")
 
 
 def torch_step(model, batch):
@@ -174,14 +194,17 @@ def torch_step(model, batch):
     return step
 
 
-def run_pair(size: str, rows: int, length: int, prompt: int, repeats: int, torch_too: bool):
+def run_pair(size, rows, length, prompt, repeats, torch_too, execution):
     """Times our step (and torch's) for one model and batch; returns a result dict."""
     cfg = bench_config(size)
     batch = make_batch(cfg, rows, length, prompt)
     with tempfile.TemporaryDirectory() as d:
         hf_model = save_hf(cfg, d)
-        ours, xla_flops = jax_step(d, batch)
-    loss_ours = ours()  # compile + first step (initial weights)
+        model, _ = load_pretrained(d)
+    t0 = time.process_time()
+    ours, compiled = jax_step(with_execution(model, **execution), batch)
+    compile_s = time.process_time() - t0
+    loss_ours = ours()  # first step (initial weights)
     theirs = torch_step(hf_model, batch) if torch_too else None
     loss_theirs = theirs() if theirs else float("nan")
     for _ in range(2):
@@ -189,62 +212,117 @@ def run_pair(size: str, rows: int, length: int, prompt: int, repeats: int, torch
         if theirs:
             theirs()
     t_ours, t_theirs = [], []
-    for _ in range(repeats):
-        t_ours.append(_median_time(ours, 1))
+    for _ in range(repeats):  # alternating, so load drift hits both
+        t_ours.append(_timed(ours))
         if theirs:
-            t_theirs.append(_median_time(theirs, 1))
-    res = dict(
+            t_theirs.append(_timed(theirs))
+    med = lambda ts, i: statistics.median(t[i] for t in ts) if ts else float("nan")  # noqa: E731
+    return dict(
         size=size,
         params_m=cfg.num_params() / 1e6,
-        rows=rows,
-        length=length,
         flops=model_flops(cfg, rows, length),
-        xla_flops=xla_flops,
-        t_ours=statistics.median(t_ours),
-        t_theirs=statistics.median(t_theirs) if theirs else float("nan"),
+        xla_flops=xla_flops(compiled),
+        compile_s=compile_s,
+        wall_ours=med(t_ours, 0),
+        cpu_ours=med(t_ours, 1),
+        wall_theirs=med(t_theirs, 0),
+        cpu_theirs=med(t_theirs, 1),
         loss_ours=loss_ours,
         loss_theirs=loss_theirs,
     )
-    return res
+
+
+# ------------------------------------------------------------------------- memory
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_one(length: int, execution: dict) -> None:
+    """One update of 1 x `length` tokens on the 3m model; prints its memory (one process)."""
+    cfg = bench_config("3m").replace(max_position_embeddings=max(4096, length))
+    model = with_execution(init_model(cfg, seed=0), **execution)
+    batch = make_batch(cfg, 1, length, 64)
+    base = _rss_bytes()
+    step, compiled = jax_step(model, batch)
+    temp = compiled.memory_analysis().temp_size_in_bytes
+    after_compile = _rss_bytes()
+    wall, cpu = _timed(step)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(
+        f"RESULT {length} {base} {after_compile} {_rss_bytes()} {peak} {temp} {wall:.2f} {cpu:.2f}"
+    )
+
+
+def memory(lengths, execution_text: str) -> None:
+    print(f"# 3m model, 1 row, execution {execution_text!r}; MiB")
+    print("| T | XLA temp | RSS before compile | RSS after step | peak RSS | step wall s |")
+    print("|---|---|---|---|---|---|")
+    for length in lengths:
+        out = subprocess.run(
+            [sys.executable, __file__, "memory-one", "--length", str(length),
+             "--execution", execution_text],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        vals = next(line for line in out.splitlines() if line.startswith("RESULT")).split()[1:]
+        t, base, _, after, peak, temp = (int(v) for v in vals[:6])
+        mib = lambda b: f"{b / 2**20:.0f}"  # noqa: E731
+        print(
+            f"| {t} | {mib(temp)} | {mib(base)} | {mib(after)} | {mib(peak)} | {vals[6]} |",
+            flush=True,
+        )
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["peak", "step", "scaling"])
+    ap.add_argument("mode", choices=["peak", "step", "scaling", "memory", "memory-one"])
     ap.add_argument("--sizes", default="3m,30m,100m")
-    ap.add_argument("--size", default="30m")
+    ap.add_argument("--size", default="3m")
     ap.add_argument("--rows", type=int, default=16)
     ap.add_argument("--length", type=int, default=256)
+    ap.add_argument("--lengths", default="")
     ap.add_argument("--prompt", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no_torch", action="store_true")
+    ap.add_argument("--execution", default="", help="ModelConfig execution options k=v,...")
     a = ap.parse_args()
-    print(f"# cores={cores()} jax={jax.__version__} backend={jax.default_backend()}")
+    execution = parse_execution(a.execution)
+    if a.mode == "memory-one":
+        return memory_one(a.length, execution)
+    print(f"# cores={cores()} jax={jax.__version__} backend={jax.default_backend()} "
+          f"execution={execution} load average {os.getloadavg()}")  # fmt: skip
+    if a.mode == "memory":
+        return memory([int(x) for x in (a.lengths or "2048,4096,8192").split(",")], a.execution)
+    p = matmul_peak()
+    print(f"# f32 matmul peak (CPU time): jax {p['jax'] / 1e9:.1f} GFLOP/s, "
+          f"torch {p['torch'] / 1e9:.1f} GFLOP/s")  # fmt: skip
     if a.mode == "peak":
-        p = matmul_peak()
-        print(f"peak f32 matmul: jax {p['jax'] / 1e9:.1f} GFLOP/s | torch {p['torch'] / 1e9:.1f}")
         return
-    peak = matmul_peak()["jax"]
-    print(f"# measured jax f32 matmul peak {peak / 1e9:.1f} GFLOP/s")
+    peak = p["jax"]
+    lengths = [int(x) for x in (a.lengths or str(a.length)).split(",")]
     if a.mode == "step":
-        runs = [(s, a.rows, a.length) for s in a.sizes.split(",")]
+        runs = [(s, a.rows, t) for s in a.sizes.split(",") for t in lengths]
     else:
         runs = [(a.size, a.rows, a.length * k) for k in (1, 2, 4)]
         runs += [(a.size, a.rows * k, a.length) for k in (2, 4)]
     print(
-        "| model | params | rows x T | ours ms | tok/s | MFU | torch ms | ours/torch speed "
-        "| loss ours / torch | XLA GFLOP / model GFLOP |"
+        "| model | rows x T | ours ms wall / CPU | torch ms wall / CPU | ours/torch speed "
+        "wall / CPU | tok/s (CPU) | MFU (CPU) | loss ours / torch | XLA / model GFLOP "
+        "| compile s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for size, rows, length in runs:
-        r = run_pair(size, rows, length, a.prompt, a.repeats, not a.no_torch)
-        tok = rows * length
+        r = run_pair(size, rows, length, a.prompt, a.repeats, not a.no_torch, execution)
+        ms = lambda x: f"{x * 1e3:.0f}"  # noqa: E731
         print(
-            f"| {size} | {r['params_m']:.1f}M | {rows} x {length} | {r['t_ours'] * 1e3:.0f} "
-            f"| {tok / r['t_ours']:.0f} | {r['flops'] / r['t_ours'] / peak:.1%} "
-            f"| {r['t_theirs'] * 1e3:.0f} | {r['t_theirs'] / r['t_ours']:.2f}x "
+            f"| {size} | {rows} x {length} | {ms(r['wall_ours'])} / {ms(r['cpu_ours'])} "
+            f"| {r['wall_theirs'] * 1e3:.0f} / {r['cpu_theirs'] * 1e3:.0f} "
+            f"| {r['wall_theirs'] / r['wall_ours']:.2f}x / {r['cpu_theirs'] / r['cpu_ours']:.2f}x "
+            f"| {rows * length / r['cpu_ours']:.0f} | {r['flops'] / r['cpu_ours'] / peak:.1%} "
             f"| {r['loss_ours']:.6f} / {r['loss_theirs']:.6f} "
-            f"| {r['xla_flops'] / 1e9:.1f} / {r['flops'] / 1e9:.1f} |",
+            f"| {r['xla_flops'] / 1e9:.1f} / {r['flops'] / 1e9:.1f} | {r['compile_s']:.1f} |",
             flush=True,
         )
 

@@ -23,11 +23,13 @@ def main():
     p.add_argument("--rules", default="", help="sharding preset (default: config.mesh.rules)")
     p.add_argument("--devices", type=int, default=0, help="fake devices (default: the mesh's)")
     p.add_argument("--model", default="", help="models.presets name overriding config.model")
-    p.add_argument("--param-dtype", default="float32", choices=("float32", "bfloat16"))
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--param-dtype", default="", choices=("", "float32", "bfloat16"))
+    p.add_argument("--dtype", default="", choices=("", "float32", "bfloat16"))
     p.add_argument("--prompt-len", type=int, default=1024, help="P, padded prompt tokens")
     p.add_argument("--max-new-tokens", type=int, default=0, help="N (default: the config's)")
-    p.add_argument("--sample-rows", type=int, default=0, help="rows per sampler call")
+    p.add_argument(
+        "--sample-rows", type=int, default=0, help="rows per sampler call (default: the trainer's)"
+    )
     p.add_argument("--layers", default="2,4", help="two depths to extrapolate from")
     p.add_argument("--full", action="store_true", help="compile every layer (no extrapolation)")
     args = p.parse_args()

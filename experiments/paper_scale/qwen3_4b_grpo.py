@@ -25,13 +25,11 @@ Hardware: TPU v5p-64 (32 chips, 95 GiB HBM each), mesh (data, fsdp, tensor) = (1
 Expected runtime: unmeasured (no TPU run has been made with this codebase).
 Expected metric: unmeasured here; GRPO on Qwen3-4B should raise MATH-style test
 accuracy (eval avg@n below) over the first few hundred steps.
-The workdir is a gcsfuse mount of a bucket every host writes (RunIO uses pathlib, which
-mangles gs:// URLs). Not runnable multi-host yet: the trainer does not call
-`jax.distributed.initialize()` nor pass `config.mesh` to its update and sampler (see
-docs/tpu_pods.md). Fit: scripts/plan.py says the train step does NOT fit today at
-1 row x 9216 tokens per chip (the model materialises T x T attention scores and keeps
-every layer's activations: hundreds of GiB per chip); it needs rematerialisation and a
-memory-efficient attention first. The numbers are in docs/tpu_pods.md.
+The workdir is a gcsfuse mount of a bucket every host writes (or a gs:// path).
+Multi-host: `rlvr_jax.main --distributed` (docs/tpu_pods.md); the `:dapo` variant's
+dynamic sampling with several rounds is still single-process only (the trainer raises).
+Fit (scripts/plan.py, `:dapo`, P + N = 1024 + 8192, extrapolated from 2, 4 layers): train
+step 10.5 GiB and sampler call 60.5 GiB per chip of a v5p's 88.5 GiB (docs/tpu_pods.md).
 """
 
 import json
@@ -46,6 +44,16 @@ def get_config(variant: str = ""):
     c = default_config()
     c.model.source = "pretrained"
     c.model.path = MODEL_PATH
+    # Precision and memory (ours): bf16 matmuls, f32 master weights and AdamW moments
+    # (an lr of 1e-6 moves a bf16 weight by less than its rounding step: updates would be
+    # lost); softmax, RMSNorm, log-probs and losses run in f32 whatever the compute dtype.
+    c.model.param_dtype = "float32"
+    c.model.dtype = "bfloat16"
+    c.model.attention = "pallas"  # TPU splash attention (blockwise XLA off TPU and in decode)
+    c.model.scan_layers = True  # one compiled block for the 36 layers
+    c.model.remat = "block"  # keep only each block's input for the backward pass
+    c.rollout.cache_gib = 40.0  # KV cache per chip per sampler call: B x G rows in a few calls
+    c.rollout.cache_dtype = "bfloat16"
     c.task.name = "math_file"
     c.task.options = json.dumps({"path": DATA_PATH, "checker": "math_verify"})
     c.task.train_size = 17_000  # prompt pool cap (DAPO-Math-17k size)

@@ -205,45 +205,55 @@ def _flash_fwd(q, k, v, valid, q_offset, dims):
 
 
 def _flash_bwd(dims, res, d_out):
-    """FlashAttention-2's backward: per key block, loop over the query blocks that see it."""
+    """FlashAttention-2's backward: per key block, loop over the query blocks that see it.
+
+    It works on transposed score blocks [bk, bq·G] and a transposed dq, so every
+    matmul contracts its left operand's last dim: XLA:CPU runs those on its fast
+    path, the transposed-left products of the textbook form on a slow generic one.
+    """
     q, k, v, valid, q_offset, out, lse = res
     g, bq, bk = dims
     b, kh, m, h = q.shape
-    nq, nk = m // (bq * g), k.shape[-1] // bk
+    mq = bq * g
+    nq, nk = m // mq, k.shape[-1] // bk
     scale = h**-0.5
     d_out = d_out.astype(q.dtype)
     delta = jnp.sum(d_out.astype(jnp.float32) * out.astype(jnp.float32), axis=-1)  # [B, K, M]
+    k_sh = jnp.swapaxes(k, 2, 3)  # [B, K, S, H]
+    f32 = dict(preferred_element_type=jnp.float32)
 
-    def key_block(dq, j):
-        k_j, v_j, valid_j = _slice(k, j, bk, 3), _slice(v, j, bk, 2), _slice(valid, j, bk, 1)
+    def key_block(dq_t, j):
+        kt_j, k_j = _slice(k, j, bk, 3), _slice(k_sh, j, bk, 2)  # [B,K,H,bk], [B,K,bk,H]
+        v_j, valid_j = _slice(v, j, bk, 2), _slice(valid, j, bk, 1)
 
         def query_block(i, carry):
-            dq, dk_j, dv_j = carry
-            q_i, do_i = _slice(q, i, bq * g, 2), _slice(d_out, i, bq * g, 2)
-            s, mask = _block_scores(q_i, k_j, valid_j, i, j, q_offset, dims)
-            p = jnp.where(mask, jnp.exp(s - _slice(lse, i, bq * g, 2)[..., None]), 0.0)
-            p_lo = p.astype(q.dtype)
-            dv_j = dv_j + jnp.einsum("bkmn,bkmh->bknh", p_lo, do_i,
-                                     preferred_element_type=jnp.float32)  # fmt: skip
-            dp = jnp.einsum("bkmh,bknh->bkmn", do_i, v_j, preferred_element_type=jnp.float32)
-            ds = (p * (dp - _slice(delta, i, bq * g, 2)[..., None]) * scale).astype(q.dtype)
-            dk_j = dk_j + jnp.einsum("bkmn,bkmh->bkhn", ds, q_i,
-                                     preferred_element_type=jnp.float32)  # fmt: skip
-            dq_i = jnp.einsum("bkmn,bkhn->bkmh", ds, k_j, preferred_element_type=jnp.float32)
-            start = i * bq * g
-            dq = jax.lax.dynamic_update_slice_in_dim(
-                dq, _slice(dq, i, bq * g, 2) + dq_i, start, axis=2
+            dq_t, dk_j, dv_j = carry
+            q_i, do_i = _slice(q, i, mq, 2), _slice(d_out, i, mq, 2)  # [B, K, mq, H]
+            s_t = jnp.einsum("bknh,bkmh->bknm", k_j, q_i, **f32) * scale  # [B, K, bk, mq]
+            q_slot = q_offset + i * bq + jnp.arange(mq) // g
+            mask_t = jnp.swapaxes(_visible(q_slot, j * bk + jnp.arange(bk), valid_j), 2, 3)
+            lse_i, delta_i = _slice(lse, i, mq, 2), _slice(delta, i, mq, 2)
+            p_t = jnp.where(mask_t, jnp.exp(s_t - lse_i[:, :, None, :]), 0.0)
+            dv_j = dv_j + jnp.einsum("bknm,bkmh->bknh", p_t.astype(q.dtype), do_i, **f32)
+            dp_t = jnp.einsum("bknh,bkmh->bknm", v_j, do_i, **f32)
+            ds_t = (p_t * (dp_t - delta_i[:, :, None, :]) * scale).astype(q.dtype)
+            dk_j = dk_j + jnp.einsum("bknm,bkmh->bknh", ds_t, q_i, **f32)
+            dq_t_i = jnp.einsum("bkhn,bknm->bkhm", kt_j, ds_t, **f32)  # [B, K, H, mq]
+            dq_t = jax.lax.dynamic_update_slice_in_dim(
+                dq_t, _slice(dq_t, i, mq, 3) + dq_t_i, i * mq, axis=3
             )
-            return dq, dk_j, dv_j
+            return dq_t, dk_j, dv_j
 
-        init = (dq, jnp.zeros((b, kh, h, bk), jnp.float32), jnp.zeros((b, kh, bk, h), jnp.float32))
-        dq, dk_j, dv_j = jax.lax.fori_loop(_query_start(j, q_offset, dims), nq, query_block, init)
-        return dq, (dk_j, dv_j)
+        zeros = jnp.zeros((b, kh, bk, h), jnp.float32)
+        start = _query_start(j, q_offset, dims)
+        dq_t, dk_j, dv_j = jax.lax.fori_loop(start, nq, query_block, (dq_t, zeros, zeros))
+        return dq_t, (dk_j, dv_j)
 
-    dq0 = jnp.zeros((b, kh, m, h), jnp.float32)
-    dq, (dk, dv) = jax.lax.scan(key_block, dq0, jnp.arange(nk))
-    dk = jnp.moveaxis(dk, 0, 3).reshape(k.shape)  # [nk, B, K, H, bk] -> [B, K, H, S]
-    dv = jnp.moveaxis(dv, 0, 2).reshape(v.shape)  # [nk, B, K, bk, H] -> [B, K, S, H]
+    dq_t, (dk, dv) = jax.lax.scan(key_block, jnp.zeros((b, kh, h, m), jnp.float32), jnp.arange(nk))
+    dq = jnp.swapaxes(dq_t, 2, 3)
+    # [nk, B, K, bk, H] -> [B, K, S, H]; keys back to [B, K, H, S].
+    dk = jnp.swapaxes(jnp.moveaxis(dk, 0, 2).reshape(b, kh, -1, h), 2, 3)
+    dv = jnp.moveaxis(dv, 0, 2).reshape(v.shape)
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None, None
 
 

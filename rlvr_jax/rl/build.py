@@ -13,7 +13,7 @@ from flax import nnx
 
 from rlvr_jax import sharding, tasks
 from rlvr_jax.models import init_model, load_pretrained
-from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.models.transformer import Transformer, with_execution
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.tasks.options import resolve_options
 from rlvr_jax.tokenizers import Tokenizer
@@ -22,6 +22,17 @@ log = logging.getLogger(__name__)
 
 
 def build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]:
+    """The initial policy and its tokenizer, from `config.model` (see `_build_policy`),
+    computed with the config's attention kernel, layer scan and remat policy.
+    """
+    m = c.model
+    model, tokenizer = _build_policy(c)
+    options = dict(attention=m.attention, attention_block=m.attention_block,
+                   scan_layers=m.scan_layers, remat=m.remat)  # fmt: skip
+    return with_execution(model, **options), tokenizer
+
+
+def _build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]:
     """The initial policy and its tokenizer, from `config.model`.
 
     Sources: "warm_start" (the cached SFT model of `model.domain`/`model.role`,

@@ -43,12 +43,13 @@ k-th slice of its own shuffled rows, so with `train.num_minibatches` > 1 the
 minibatches differ from a one-process run's (a different random split);
 losses and other update metrics come from the global minibatch. Rollout and
 select statistics are summed over processes (means from global sums; counts add
-up); timings are process 0's. Evaluation runs on every process over the same
+up); timings are process 0's. Dynamic sampling's rounds run in step on every
+process (`scheduling.Lockstep`): a host that has its B groups idles, repeating its
+last rollout, while another still samples. Evaluation runs on every process over the same
 problems (each host samples its own copy of the rows; process 0's are the rows a
 one-process run samples) and process 0 logs its result. Not yet multi-process:
 schedulers that keep per-prompt statistics of a pool (all but uniform and
-dynamic sampling) and dynamic sampling with several rounds (hosts would stop
-sampling at different rounds), which raise; score signals that call models
+dynamic sampling), which raise; score signals that call models
 other than through the policy's scorer (e.g. a teacher's scorer).
 """
 
@@ -76,7 +77,7 @@ from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import build, credit, signals
 from rlvr_jax.rl.batch import Batch
 from rlvr_jax.rl.config import transform_names, validate
-from rlvr_jax.rl.critic import Critic
+from rlvr_jax.rl.critic import Critic, calibration_metrics
 from rlvr_jax.rl.select import COUNT_STATS, Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
 from rlvr_jax.rollout import ROLLOUTS, Groups, Request, RolloutContext
@@ -112,9 +113,11 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
-    if c.rollout.name == "lora_scaffold":  # which groups are cliffs differs per host
+    # lora_scaffold: which groups are cliffs differs per host; reflective: which groups get
+    # guidance (a sampler call every process must join) differs per host.
+    if c.rollout.name in ("lora_scaffold", "reflective"):
         raise NotImplementedError(
-            f"config.rollout.name = 'lora_scaffold' is not supported with {n} processes yet"
+            f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
         )
     distributed.check_rows_split(mesh)
     d = c.data
@@ -124,14 +127,13 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
             f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
             f"config.train.num_minibatches = {c.train.num_minibatches}"
         )
-    # These stop sampling on host-local conditions (or keep per-prompt statistics of a
-    # pool), so hosts would sample different numbers of times; they need a cross-process
-    # agreement on when to stop.
-    stream = SCHEDULERS[c.select.name].stream_prompts
-    if not stream or (c.select.name == "dynamic_sampling" and c.select.max_rounds > 1):
+    # These keep per-prompt statistics of a pool, which each host would update from its
+    # own rows only. (Streaming schedulers stop sampling on host-local conditions; the
+    # hosts keep their rounds in step: scheduling.Lockstep.)
+    if not SCHEDULERS[c.select.name].stream_prompts:
         raise NotImplementedError(
-            f"config.select.name = {c.select.name!r} (max_rounds = {c.select.max_rounds}) "
-            f"is not supported with {n} processes yet; use 'uniform' or max_rounds = 1"
+            f"config.select.name = {c.select.name!r} is not supported with {n} processes "
+            "yet; use 'uniform' or 'dynamic_sampling'"
         )
 
 
@@ -152,7 +154,14 @@ class Trainer:
         nnx.update(self.model, sharding.shard_state(nnx.state(self.model), self.mesh, self.rules))
         self.task = build.build_task(c)
         self.pad_id = self.tokenizer.pad_id if self.tokenizer.pad_id is not None else 0
-        self.sampler = Sampler(self.model, pad_id=self.pad_id, mesh=self.mesh, rules=self.rules)
+        self.sampler = Sampler(
+            self.model,
+            pad_id=self.pad_id,
+            mesh=self.mesh,
+            rules=self.rules,
+            cache_bytes=c.rollout.cache_gib * 2**30 or None,
+            cache_dtype=c.rollout.cache_dtype or None,
+        )
         self.sampling = SamplingParams(
             temperature=c.rollout.temperature,
             top_p=c.rollout.top_p,
@@ -161,7 +170,7 @@ class Trainer:
             stop_token_ids=self.tokenizer.stop_ids,
         )
         self.prompts = prompt_batches(
-            TaskSource(self.task, "train", size=c.task.train_size),
+            TaskSource(self.task, c.task.train_split, size=c.task.train_size),
             batch_size=c.data.prompts_per_step // self.processes,  # this process's share
             seed=c.seed,
             group_size=c.data.group_size,
@@ -208,6 +217,7 @@ class Trainer:
             critic_optimizer=critic_optimizer,
             value_clip=c.critic.value_clip,
             critic_sigma_ratio=c.critic.sigma_ratio,
+            loss_consts=_loss_consts(c),
             **mesh_kw,
         )
         spec = build.loss_spec(c)
@@ -271,6 +281,7 @@ class Trainer:
             mask &= g.stopped[:, None]
         ctx = self.score_ctx.with_policy(params=self.state.params)
         ctx.step_cache.clear()
+        ctx.metrics.clear()
         args = (g.tokens, g.attention_mask)
         old = g.behaviour_logps
         if c.loss.recompute_old_logps:
@@ -297,6 +308,16 @@ class Trainer:
             critic = (self.state.critic_params, self.critic_rest)
             values = signals.map_row_chunks(self.value_fn, critic, args, chunk=self._chunk())
             batch = batch.replace(old_values_BxT=np.where(mask, values, 0.0).astype(np.float32))
+            ctx.metrics.update(  # Brier score / ECE of the critic, every step
+                calibration_metrics(
+                    values,
+                    mask,
+                    g.correct,
+                    loss=c.critic.loss,
+                    v_min=c.critic.v_min,
+                    v_max=c.critic.v_max,
+                )
+            )
         return batch
 
     def credit(self, batch: Batch, step: int, num_groups: int) -> Batch:
@@ -432,6 +453,7 @@ class Trainer:
                 stats = _combine_select_stats(stats)
                 t1 = time.perf_counter()
                 batch = self.score(groups, fields, step)
+                stats.update(self.score_ctx.metrics)  # the signals' diagnostics
                 batch = self.credit(batch, step, groups.num_groups)
                 if distributed.agree(groups.valid.any()):  # all hosts update, or none
                     stats.update(self.update(batch, step))
@@ -476,6 +498,17 @@ class Trainer:
             self.io.log_eval(step, final)
         self.io.finish(self.model if c.checkpoint.export_final else None, self.tokenizer)
         return final
+
+
+def _loss_consts(c) -> dict:
+    """Run constants of the policy loss: an external teacher's output kernel (opd_full_kl)."""
+    from rlvr_jax.rl import objectives
+    from rlvr_jax.rl.methods import teacher_dists
+
+    if "teacher_kernel_DxV" not in objectives.POLICY_LOSSES.get(c.loss.name).requires:
+        return {}
+    kernel = teacher_dists.teacher_output_kernel(c)
+    return {} if kernel is None else {"teacher_kernel_DxV": kernel}
 
 
 def _combine_select_stats(stats: dict[str, float]) -> dict[str, float]:
@@ -523,14 +556,18 @@ def _info_stats(groups: Groups) -> dict[str, float]:
     A bool field `x_B` gives rollout/x (share of rows), rollout/x_groups (groups
     with such a row) and the reward / pass rate of its rows and of the others
     (rollout/x_reward, rollout/x_pass_rate, rollout/not_x_reward,
-    rollout/not_x_pass_rate); another field gives its mean (rollout/turns).
+    rollout/not_x_pass_rate); another field gives its mean over the rows where it
+    is finite (rollout/turns; CBPO's branches_per_root_B is NaN on branch rows).
     """
     v = groups.valid
     out = {}
     for name, values in sorted(groups.info.items()):
         key = "rollout/" + name.removesuffix("_B")
         x = np.asarray(values)[v]
-        if x.dtype != bool:
+        if x.ndim != 1:  # not one number per row (e.g. GRSD's guidance_ids_BxN)
+            continue
+        if x.dtype != bool:  # the mean over the rows it applies to (NaN elsewhere)
+            x = x[np.isfinite(x)]
             n, s = distributed.sum_over_processes(np.array([x.size, x.sum()], np.float64))
             out[key] = float(s / n) if n else 0.0
             continue

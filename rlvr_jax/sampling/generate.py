@@ -52,6 +52,19 @@ def kv_cache_bytes(config, rows: int, slots: int, dtype: str | None = None) -> i
     return rows * slots * per_slot * itemsize
 
 
+def _in_compute_dtype(state, graphdef):
+    """Float params cast to the compute dtype once, before the loop.
+
+    Every layer casts its weights to the compute dtype before using them, so this
+    changes no value; done up front (on each device's shards) it keeps a decode loop
+    under FSDP from gathering float32 weights when it needs bfloat16 ones.
+    """
+    dtype = nnx.merge(graphdef, state).config.jnp_dtype
+    return jax.tree.map(
+        lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state
+    )
+
+
 def generate(
     state,
     ctx_BxP,
@@ -77,7 +90,7 @@ def generate(
 
     Returns (tokens_BxN, valid_BxN, logps_BxN, sampling_logps_BxN, entropy_BxN, stopped_B).
     """
-    model = nnx.merge(graphdef, state)
+    model = nnx.merge(graphdef, _in_compute_dtype(state, graphdef))
     bsz, p = ctx_BxP.shape
     n = max_new_tokens
     noise_key, sample_key = jax.random.split(key)

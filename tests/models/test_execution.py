@@ -134,3 +134,17 @@ def test_lora_on_some_layers_falls_back_to_unrolled(model):
 def test_with_execution_rejects_architecture_changes(model):
     with pytest.raises(ValueError, match=r"not execution options: \['num_layers'\]"):
         with_execution(model, num_layers=2)
+
+
+def test_dense_grads_equal_autodiff_of_dot():
+    """layers.dense's hand backward (CPU layout) gives jnp.dot's gradients, 3-D inputs too."""
+    from rlvr_jax.models.layers import dense
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(2, 5, 6)), jnp.float32)
+    w = jnp.asarray(rng.normal(size=(6, 3)), jnp.float32)
+    cot = jnp.asarray(rng.normal(size=(2, 5, 3)), jnp.float32)
+    ours = jax.grad(lambda x, w: jnp.sum(dense(x, w) * cot), argnums=(0, 1))(x, w)
+    ref = jax.grad(lambda x, w: jnp.sum(jnp.dot(x, w) * cot), argnums=(0, 1))(x, w)
+    for a, b in zip(ours, ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
