@@ -29,27 +29,32 @@ TURNS = Metric(
 )
 
 
+# GRPO on tool_lookup episodes (shared with the GRSD page, which compares with it).
+GRPO_TOOL = Arm(
+    "grpo",
+    "agentic/tool_lookup.py",
+    role="baseline",
+    note="GRPO (G = 8, PPO clip ε = 0.2) on whole tool_lookup episodes from the "
+    "warm-start tool_lookup base; environment tokens masked out of the loss",
+)
+SHRUNK_TEXT = (
+    "a 0.92M-parameter tool_lookup base (docs/base_models.md). The experiment "
+    "file's 20 steps of 32 episodes × 8 are halved twice (10 steps of 16 × 8) and "
+    "evaluation (whole episodes) runs before and after RL only, on the first 64 held-out "
+    "problems × 8 samples (the base's 0.336 was measured on 128): an episode costs "
+    "several Countdown replies, and the machine gave a pinned run ~20-40% of a core."
+)
+
+
 def get_reproduction() -> Reproduction:
     return Reproduction(
         slug="agentic",
         paper="GRPO on multi-turn tool_lookup episodes (rollout multi_turn)",
-        arms=(
-            Arm(
-                "grpo",
-                "agentic/tool_lookup.py",
-                role="baseline",
-                note="GRPO (G = 8, PPO clip ε = 0.2) on whole tool_lookup episodes from the "
-                "warm-start tool_lookup base; environment tokens masked out of the loss",
-            ),
-        ),
+        arms=(GRPO_TOOL,),
         baseline="grpo",
         common=SHRUNK,
         metrics=(PASS_1_BEFORE, PASS_1, GAIN, pass_at(8), TURNS, STEP_SECONDS),
         claims=(),
-        shrunk="a 0.92M-parameter tool_lookup base (docs/base_models.md). The experiment "
-        "file's 20 steps of 32 episodes × 8 are halved twice (10 steps of 16 × 8) and "
-        "evaluation (whole episodes) runs before and after RL only, on the first 64 held-out "
-        "problems × 8 samples (the base's 0.336 was measured on 128): an episode costs "
-        "several Countdown replies, and the machine gave a pinned run ~20-40% of a core.",
+        shrunk=SHRUNK_TEXT,
         tuning=TUNING,
     )
