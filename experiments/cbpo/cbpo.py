@@ -1,35 +1,40 @@
-"""CBPO (Contrastive Branch Policy Optimization), credit part, on the warm-start Countdown base.
+"""CBPO (Contrastive Branch Policy Optimization) on the warm-start Countdown base.
 
-Reproduces, in miniature, CBPO's credit rule against GRPO: rollouts of a group
-that share an exact response prefix form a branch node; the reward spread of
-the rows through a node (its Contrastive Branch Value) rescales the advantages
-of the continuation after it without changing their sign, and several nodes on
-one path cut it into non-overlapping credit segments (shared prefix tokens are
-credited by one row only).
+CBPO separates two problems: how to spend a fixed rollout budget on branches,
+and how to turn branch outcomes into token credit. The rollout samples roots,
+screens their tokens by generation entropy, spends the branch budget over
+trajectories and positions with path- and node-level decay, and continues each
+branch from its parent's exact token prefix; a parent with the branches of a
+node is an exact-prefix group whose reward spread, the Contrastive Branch
+Value (CBV), rescales the advantages of the continuation without changing
+their sign. Several nodes on one path cut it into non-overlapping credit
+segments, and tokens the branches share with their parent are trained once.
 
-What the code does today: no rollout branches. The G responses of a prompt are
-sampled independently, and the "branches" are the prefixes they happen to share
-(coincidental shared prefixes, found by a trie over each group's responses);
-CBPO's real branching (resampling continuations from chosen prefixes) is not
-built yet. With dedupe_prefix = True the shared prefix of a node is credited to
-its first member in row order (the lowest row index keeps the tokens, the others
-get 0 there), so the credit of a shared prefix depends on the arbitrary row
-order of the group.
-
-Paper-fixed (abstract): exact-prefix branch groups, CBV from their reward spread,
-sign-preserving rescaling, non-overlapping segments.
-Ours: nodes are the branching points of each group's trie of independently
-sampled responses (score signal "branches"; K = B node slots, min prefix 1
-token); CBV = population std of the members' rewards; factor =
-clip(CBV / mean CBV, 0.1, 3); GRPO advantages, token PPO clip ε = 0.2, G = 8.
-Not here: the rollout side (branching at entropy-screened positions with
-path-/node-level budget decay; until it lands, branches are coincidental shared
-prefixes), and the multi-turn tool tasks of the paper: run
---config.task.name=tool_lookup --config.model.domain=tool_lookup for those.
+Paper-fixed (abstract): entropy screening of branch positions over the whole
+response; path-level and node-level budget decay; exact-prefix groups; CBV from
+their reward variation; sign-preserving rescaling of continuation advantages;
+non-overlapping segments when several nodes sit on one path; outcome rewards only.
+Ours: the rollout "branching" (`rlvr_jax.rollout.branching`): of G = 8 rows per
+prompt, roots = ¼ (2 roots), the top entropy_frac = 0.2 of the roots' tokens
+are candidates, width = 2 branches per node (3 nodes), greedy allocation with
+path decay α = ½ per node on a root and node decay β = ½ (score × (1 − β^d) at
+distance d from a chosen node), one level of branching, continuations cut so no
+path exceeds L_max. Credit (score signal "branch_tree", transform "cbpo",
+`rlvr_jax.core.cbpo`): GRPO advantages over the whole group (roots and
+branches); CBV = population std of the node group's rewards; factor =
+clip(CBV / mean CBV, s_min = 0.1, s_max = 3); a token shared by several rows
+(the parent's prefix before a branch point) is held by the parent and credited
+once with the mean advantage of the rows through it (GRPO's net credit there).
+Token PPO clip ε = 0.2. Not here: the paper's multi-turn tool-integrated
+branching (the rollout refuses multi-turn tasks; branches inside a model turn
+are not built) and its search benchmarks.
+Logged per step: rollout/branches_per_root, rollout/node_cbv (mean CBV of the
+nodes' groups), rollout/branched (share of branch rows) with the reward / pass
+rate of branch rows against roots (rollout/branched_reward, rollout/not_branched_*).
 
 Command: python -m rlvr_jax.main --config=experiments/cbpo/cbpo.py --workdir=runs/cbpo
-Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
-Runtime: not measured; grpo.py's (the trie is host-side).
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps, G = 8 kept).
+Runtime: not measured (two sampler calls per step: roots, then branches).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
@@ -37,14 +42,21 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 def get_config(variant: str = ""):
     c = default_config()
-    c.score.signals = "branches"  # branch_member_KxB, branch_pos_K, branch_start_B
-    c.score.branches.max_nodes = 0  # K = B: no node dropped
-    c.score.branches.min_prefix = 1  # shortest shared prefix that makes a node
-    c.score.branches.dedupe_prefix = True  # shared tokens credited once (to the first row)
+    c.rollout.name = "branching"
+    c.rollout.branching.roots = 0.25  # share of G sampled as roots (ours)
+    c.rollout.branching.entropy_frac = 0.2  # top share of candidate positions by H_t (ours)
+    c.rollout.branching.width = 2  # branches per node (ours)
+    c.rollout.branching.path_decay = 0.5  # α: per node already on a root (ours)
+    c.rollout.branching.node_decay = 0.5  # β: 1 − β^d near a chosen node (ours)
+    c.rollout.branching.max_branches = 0  # cap on branch rows per group (0: G − roots)
+    c.score.signals = "branch_tree"  # the tree's credit layout (branch_*)
     c.credit.name = "grpo"
     c.credit.transforms = "cbpo"
     c.credit.cbpo.s_min = 0.1  # lower clip of the CBV factor (> 0: sign kept; ours)
     c.credit.cbpo.s_max = 3.0  # upper clip (ours)
     c.loss.name = "ppo_clip"
-    c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    c.data.group_size = 8  # G: rollouts per prompt, roots and branches together
+    c = apply_variant(c, variant)
+    if "pulse" in variant.split(","):
+        c.data.group_size = 8  # the pulse keeps G = 8: 2 roots, 3 nodes of 2 branches each
+    return c

@@ -10,8 +10,15 @@ is kept: A'_t = w_t·A_t.
 Paper-fixed (abstract): two opposing contexts, sensitivity from the shifts,
 down-weighting, renormalisation keeping budget and direction, a strength α.
 Ours: s_t = ½(|Δ⁺_t| + |Δ⁻_t|) (combine "mean"), α = 1, the token-count budget;
-the context wordings of score.cscr_shift (model_signals.py); GRPO advantages,
+the context wordings of score.cscr_shift (`train.privileged.ASSERTED_*_VIEW`); GRPO advantages,
 token PPO clip ε = 0.2, G = 8.
+
+The warm-start bases see both contexts in SFT (docs/base_models.md,
+"Privileged-context examples"; countdown's base has no privileged share yet).
+Every step logs each context's informativeness in metrics.jsonl under
+"cscr_correct/" and "cscr_incorrect/": noise_frac*, r_mean_correct / _wrong and,
+on arithmetic, sign_agree* (the sign of ℓ± − ℓ against the exact first mistake;
+an informative "incorrect" context has the opposite signs).
 
 Command: python -m rlvr_jax.main --config=experiments/cscr/cscr.py --workdir=runs/cscr
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).

@@ -15,6 +15,13 @@ advantage); the privileged view "{prompt}\\nReference solution:\\n{solution}"
 (the arithmetic hint's wording, so it also works on Countdown, which has no
 `hint`); token PPO clip ε = 0.2, G = 8.
 
+The warm-start bases see these privileged views in SFT (docs/base_models.md,
+"Privileged-context examples": on arithmetic the hinted base solves 0.77 vs 0.43
+plain; countdown's base has no privileged share yet). Every step logs the
+self-teacher's informativeness in metrics.jsonl: teacher/noise_frac*,
+teacher/r_mean_correct / _wrong and, on arithmetic, teacher/sign_agree* (the
+sign of ℓ^T − ℓ^S against the exact first mistake).
+
 Command: python -m rlvr_jax.main --config=experiments/dash/dash.py --workdir=runs/dash
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; the self-teacher
 needs no trained model in any variant).

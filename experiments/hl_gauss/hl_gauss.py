@@ -4,8 +4,10 @@ Reproduces, in miniature, the categorical-critic row against the scalar critic o
 experiments/baselines/ppo.py: the value head predicts logits over m bins of
 [v_min, v_max] and is trained by cross-entropy to HL-Gauss targets (the mass of
 N(R_t, σ²) on each bin, σ = 0.75 bin widths); the value is the expected bin
-centre. Report the critic's Brier score and calibration error
-(`core.hl_gauss.brier_score` / `expected_calibration_error`).
+centre. Every step logs the critic's Brier score and expected calibration error
+against the verdicts (`rl.critic.calibration_metrics`: "critic/brier",
+"critic/ece" over the response tokens, "critic/brier_first", "critic/ece_first"
+at the first one), the value read as a success probability on [v_min, v_max].
 
 Paper-fixed (docs/methods.md): HL-Gauss targets with σ = 0.75 bin width, cross-entropy,
 value = expectation.
@@ -13,8 +15,9 @@ Ours: m = 51 bins on [0, 1], the verifier's reward range (returns outside it
 are clipped to it, e.g. with an overlong penalty); the rest is ppo.py's: GAE
 (γ = 1, λ = 0.95), whitened advantages, clip ε = 0.2, token-mean loss, critic lr
 3e-4, 5 critic-only warm-up steps.
-Not here: the one-hot / two-hot / Bernoulli controls (`core.hl_gauss.targets`
-has them; config.critic.loss offers only "mse" and "hl_gauss").
+Controls (the paper's, same categorical head; `core.hl_gauss.targets`):
+  --config.critic.loss=two_hot | one_hot | bernoulli  (bernoulli: 2 bins valued v_min, v_max)
+  --config.critic.loss=mse                            the scalar critic of ppo.py
 
 Command: python -m rlvr_jax.main --config=experiments/hl_gauss/hl_gauss.py --workdir=runs/hl_gauss
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps, 1 critic warm-up step).

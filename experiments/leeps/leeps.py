@@ -9,14 +9,17 @@ and pass@1 with experiments/baselines/grpo.py.
 
   k = 10 neighbours, a 20-step "recent" window, EMA 0.3 of the non-trivial
   ratios, at least 10% per portfolio, Gumbel temperature 0.5 on explore scores
-  (ours). Representations: the initial policy's mean final hidden state per
-  prompt, computed once at start (ours; the paper uses the policy's hidden states).
+  (ours). Representations: the policy's mean final hidden state per prompt
+  (the paper's "policy hidden states"), computed at start and recomputed with
+  the current policy every 10 steps (refresh_every, ours; 0 = frozen at step 0);
+  each refresh logs "select/leeps_neighbour_overlap", the share of neighbour
+  pairs it kept.
   B = 32 prompts × G = 8 rollouts, GRPO, PPO clip (the defaults).
 
 Command: python -m rlvr_jax.main --config=experiments/leeps/leeps.py --workdir=runs/leeps
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
-Runtime here (2 CPU cores): grpo.py's plus the one-off embedding pass and kNN
-over the 50k-prompt pool (a few minutes).
+Runtime here (2 CPU cores): grpo.py's plus an embedding pass and kNN over the
+50k-prompt pool at start and every 10 steps (a few minutes each).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
@@ -30,4 +33,5 @@ def get_config(variant: str = ""):
     c.select.leeps.ema = 0.3
     c.select.leeps.min_frac = 0.1
     c.select.leeps.temperature = 0.5
+    c.select.leeps.refresh_every = 10  # steps between re-embeddings (ours)
     return apply_variant(c, variant)

@@ -12,6 +12,12 @@ ablation); the rest as om_grpo.py.
 
 Command: python -m rlvr_jax.main --config=experiments/om_grpo/om_grpo_contrast.py --workdir=runs/omc
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
+Test-time training (variant suffix "ttt": `:ttt`, `:arithmetic+ttt`, `:pulse+ttt`):
+the prompt pool is the eval prompts themselves (task.train_split = "test",
+task.train_size = eval.num_problems), trained on without their labels and
+evaluated on after training (and before, eval.at_start): the paper's
+unlabeled test-time setting. config.validate refuses a test-split pool unless
+the reward is label-free.
 Runtime: not measured; grpo.py's.
 """
 
@@ -31,4 +37,15 @@ def get_config(variant: str = ""):
     c.credit.om_grpo_contrast.mask_answer = True  # no gradient on the answer span
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_ttt(c, variant)
+
+
+def apply_ttt(c, variant: str):
+    """`variant` with an optional "+ttt" / "ttt" suffix: train on the unlabeled eval prompts."""
+    base = variant.removesuffix("ttt").removesuffix("+")
+    apply_variant(c, base)
+    if variant.endswith("ttt"):
+        c.task.train_split = "test"  # the eval split: the prompts reported on
+        c.task.train_size = c.eval.num_problems  # exactly those prompts (indices 0..n-1)
+        c.eval.at_start = True  # before / after on the same prompts
+    return c

@@ -16,8 +16,10 @@ Ablations (config overrides):
   plain OPD                  --config.credit.transforms=opdvr --config.credit.opdvr.gate=none
                              --config.score.signals=teacher
   OPD, noisy tokens removed  --config.credit.transforms=opd_denoised --config.score.signals=teacher
-The OPD rows use the warm-start Countdown teacher (score.teacher defaults);
-`core.opsa.teacher_noise_stats` gives the paper's teacher-noise statistics.
+The OPD rows use the warm-start Countdown teacher (score.teacher defaults); their
+teacher-noise statistics (`core.opsa.teacher_noise_stats`, verdict criterion) are
+logged every step as teacher/noise_frac, _correct and _wrong. The distribution-level
+OPD rows are experiments/opdvr/opd_full_kl.py and opd_topk_kl.py.
 
 Command: python -m rlvr_jax.main --config=experiments/opsa/opsa.py --workdir=runs/opsa
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).

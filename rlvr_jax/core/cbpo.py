@@ -23,6 +23,20 @@ Row b's token t (t ≥ start_B) belongs to the segment of the latest node k
 with member_KxB[k, b] and pos_K[k] ≤ t, and is scaled by that node's factor;
 tokens before the row's first node keep their advantage.
 
+Path positions. Positions count along the row's path from the prompt: a row
+whose response starts after a forced copy of its parent's prefix (a branch
+sampled with the sampler's `prefixes=`) has offset_B = the copy's length, and
+its first response token is at path position offset_B; 0 for every other row.
+
+Shared prefix credit. Row s shares row b's token at path position p when
+shared_BxB[b, s] > p: the two rows have the same exact prefix through p (the
+length of the common path prefix; the diagonal is ignored). The row that holds
+the token (p ≥ start_B) credits it with the mean of its own advantage and the
+sharers' row advantages (each row's mean advantage over its tokens): the token
+is trained once, with GRPO's net credit of a token all those rows contain
+(Σ_s A_s, divided by how many they are), whichever row holds it. Without
+sharers (shared_BxB None) a token keeps its own advantage.
+
 Ours (the abstract gives no formulas): CBV_k = population std of the member
 rewards (0.5 for a 50/50 binary split, 0 when all branches agree; 0 for groups
 with < 2 members); factor_k = clip(CBV_k / mean_j CBV_j, s_min, s_max) with the
@@ -86,18 +100,65 @@ def branch_factors(cbv_K, valid_K=None, *, s_min=0.1, s_max=3.0, eps=1e-6):
     return jnp.where(mean > 0, factor, 1.0)
 
 
-def segment_nodes(mask_BxT, member_KxB, pos_K, valid_K=None):
+def path_positions(mask_BxT, offset_B=None):
+    """Path position of each masked-in token: its response-token index + the row's offset.
+
+    Args:
+      mask_BxT: [B, T] bool response/loss mask.
+      offset_B: optional [B] int path position of each row's first response token.
+    Returns:
+      int32 [B, T], −1 at masked positions.
+    """
+    pos_BxT, _ = response_positions(mask_BxT)
+    if offset_B is None:
+        return pos_BxT
+    return jnp.where(pos_BxT >= 0, pos_BxT + jnp.asarray(offset_B, jnp.int32)[:, None], -1)
+
+
+def shared_prefix_advantages(adv_BxT, mask_BxT, shared_BxB, offset_B=None):
+    """Each token's advantage averaged with the row advantages of the rows that share it.
+
+    Ā_{b,t} = (A_{b,t} + Σ_{s≠b, shared[b,s] > p(b,t)} Ā_s) / (1 + #those s), with
+    p(b,t) the token's path position and Ā_s row s's mean advantage over its tokens.
+
+    Args:
+      adv_BxT: [B, T] token advantages; mask_BxT: [B, T] bool.
+      shared_BxB: [B, B] int length of the common exact path prefix of two rows.
+      offset_B: optional [B] int path position of each row's first response token.
+    Returns:
+      float32 [B, T], 0 off the mask.
+    """
+    m = jnp.asarray(mask_BxT) != 0
+    adv = jnp.where(m, jnp.asarray(adv_BxT, _F32), 0.0)
+    row_B = adv.sum(-1) / jnp.maximum(m.sum(-1), 1).astype(_F32)
+    pos_BxT = path_positions(m, offset_B)
+    shared = jnp.asarray(shared_BxB, jnp.int32)
+    others = ~jnp.eye(shared.shape[0], dtype=bool)
+
+    def step(carry, x):
+        # One sharer at a time keeps memory O(B·T) (a [B, B, T] mask would not fit at scale).
+        num, den = carry
+        shared_B, other_B, a = x
+        take = other_B[:, None] & (shared_B[:, None] > pos_BxT) & m
+        return (num + jnp.where(take, a, 0.0), den + take.astype(_F32)), None
+
+    (num, den), _ = jax.lax.scan(step, (adv, jnp.ones_like(adv)), (shared.T, others.T, row_B))
+    return jnp.where(m, num / den, 0.0)
+
+
+def segment_nodes(mask_BxT, member_KxB, pos_K, valid_K=None, offset_B=None):
     """The node owning each token: latest node on the row's path at or before it.
 
     Args:
       mask_BxT: [B, T] bool response/loss mask.
-      member_KxB: [K, B] bool; pos_K: [K] int response-token index of each node.
+      member_KxB: [K, B] bool; pos_K: [K] int path position of each node.
       valid_K: optional [K] bool real nodes.
+      offset_B: optional [B] int path position of each row's first response token.
     Returns:
       node_BxT: int32 [B, T], the owning node, −1 before the row's first node
       and at masked positions.
     """
-    pos_BxT, _ = response_positions(mask_BxT)
+    pos_BxT = path_positions(mask_BxT, offset_B)
     mem = jnp.asarray(member_KxB, bool)
     if valid_K is not None:
         mem = mem & jnp.asarray(valid_K, bool)[:, None]
@@ -126,20 +187,26 @@ def cbpo_advantages(
     start_B,
     *,
     valid_K=None,
+    offset_B=None,
+    shared_BxB=None,
     s_min=0.1,
     s_max=3.0,
     eps=1e-6,
 ):
     """CBPO token advantages: CBV-rescaled segments, shared prefixes credited once.
 
-    A_{b,t} ← factor_{node(b,t)} · A_{b,t} for t in a node's segment, A_{b,t}
-    before the row's first node, 0 before start_B[b] (the parent's tokens).
+    A_{b,t} ← factor_{node(b,t)} · Ā_{b,t} for t in a node's segment, Ā_{b,t}
+    before the row's first node, 0 before start_B[b] (the parent's tokens);
+    Ā = `shared_prefix_advantages` (= A without shared_BxB).
 
     Args:
       adv_BxT: [B, T] token advantages from the estimator.
       mask_BxT: [B, T] bool response/loss mask.
       rewards_B: [B] outcome rewards (for the CBVs).
-      member_KxB, pos_K, start_B, valid_K: the branch layout (module doc).
+      member_KxB, pos_K, start_B, valid_K: the branch layout (module doc); pos_K
+        and start_B are path positions.
+      offset_B: optional [B] path position of each row's first response token.
+      shared_BxB: optional [B, B] common path prefix lengths (module doc).
       s_min, s_max, eps: see `branch_factors`.
     Returns:
       (adv_BxT, node_BxT): float32 advantages (sign of every kept token
@@ -147,10 +214,12 @@ def cbpo_advantages(
     """
     m = jnp.asarray(mask_BxT) != 0
     adv = jnp.where(m, jnp.asarray(adv_BxT, _F32), 0.0)
+    if shared_BxB is not None:
+        adv = shared_prefix_advantages(adv, m, shared_BxB, offset_B)
     cbv, _ = contrastive_branch_values(rewards_B, member_KxB, valid_K)
     factor_K = branch_factors(cbv, valid_K, s_min=s_min, s_max=s_max, eps=eps)
-    node = segment_nodes(m, member_KxB, pos_K, valid_K)
+    node = segment_nodes(m, member_KxB, pos_K, valid_K, offset_B)
     scale = jnp.where(node >= 0, factor_K[jnp.maximum(node, 0)], 1.0)
-    pos_BxT, _ = response_positions(m)
+    pos_BxT = path_positions(m, offset_B)
     owned = pos_BxT >= jnp.asarray(start_B, jnp.int32)[:, None]
     return jnp.where(m & owned, adv * scale, 0.0), node

@@ -103,3 +103,36 @@ def answer_span_mask(mask_BxT, answer_start_B, answer_end_B):
     e = jnp.asarray(answer_end_B, jnp.int32)[:, None]
     in_span = (s >= 0) & (pos >= s) & (pos < e)
     return m & ~in_span
+
+
+def majority_vote_rewards(answer_B, group_B, *, valid_B=None):
+    """TTRL's label-free reward: 1 if the row gives its group's most common answer, else 0.
+
+    The baseline OM-GRPO compares with (majority-vote pseudo-labels, "TTRL").
+    Ties between equally common answers go to the one appearing first in the
+    group (row order), as a first-seen-wins vote count does. Rows without an
+    answer (id −1) never vote and get 0; a group without answers gets 0.
+
+    Args:
+      answer_B: [B] int answer ids, −1 = no answer.
+      group_B: [B] int group ids.
+      valid_B: optional [B] bool real rows.
+    Returns:
+      (rewards_B, majority_B): float32 [B] rewards in {0, 1} and the int32
+      majority answer id of each row's group (−1 without one).
+    """
+    a = jnp.asarray(answer_B, jnp.int32)
+    n = a.shape[0]
+    same_group, v = _rows(group_B, valid_B, n)
+    voter = v & (a >= 0)
+    voters = same_group & voter[None, :]
+    same = voters & (a[:, None] == a[None, :])  # [i, j]: j votes for i's answer
+    count = same.sum(-1)  # votes for row i's answer (0 for non-voters)
+    idx = jnp.arange(n)
+    first = jnp.min(jnp.where(same, idx[None, :], n), -1)  # first row giving i's answer
+    # Row j's answer beats row i's: more votes, or as many and seen earlier.
+    key = jnp.where(voter, count * (n + 1) + (n - first), -1)
+    best = jnp.argmax(jnp.where(voters, key[None, :], -1), -1)
+    majority = jnp.where(voters.any(-1), a[best], -1)
+    rewards = jnp.where(voter & (a == majority), 1.0, 0.0).astype(_F32)
+    return rewards, jnp.where(v, majority, -1).astype(jnp.int32)

@@ -31,6 +31,9 @@ import jax.numpy as jnp
 OPDVR_GATES = ("relu", "inverted", "none")
 
 
+_F32 = jnp.float32
+
+
 def _mask(mask_BxT) -> jax.Array:
     return jnp.asarray(mask_BxT) != 0
 
@@ -179,3 +182,31 @@ def opd_plateaued(scores: Sequence[float], *, delta: float = 0.0, patience: int 
     if len(scores) <= patience:
         return False
     return max(scores[-patience:]) - max(scores[:-patience]) <= delta
+
+
+# ------------------------------------------------------------- distribution-level KL
+# The full-vocabulary reverse KL and the teacher's top-k are `models.vocab.reverse_kl`
+# and `models.vocab.topk_logps` (chunked over the vocabulary, forward and backward).
+
+
+def gather_logits(h_BxTxD, w_DxV, ids_BxTxK):
+    """Logits of the K given token ids at each position, h·W[:, id] ([B, T, K] float32)."""
+    cols_BxTxKxD = jnp.take(jnp.asarray(w_DxV).T, ids_BxTxK, axis=0)
+    return jnp.einsum(
+        "btd,btkd->btk", h_BxTxD, cols_BxTxKxD.astype(h_BxTxD.dtype), preferred_element_type=_F32
+    )
+
+
+def topk_reverse_kl(student_logits_BxTxK, teacher_logps_BxTxK):
+    """KL(π̂_s ‖ π̂_t) over the teacher's top-k support, both renormalised on it.
+
+    Args:
+      student_logits_BxTxK: the student's logits at the teacher's top-k ids
+        (`gather_logits`; differentiable).
+      teacher_logps_BxTxK: the teacher's log-probs of those ids (stop-gradient).
+    Returns:
+      kl_BxT float32 ≥ 0: Σ_k p̂_s(k)·(log p̂_s(k) − log p̂_t(k)).
+    """
+    ls = jax.nn.log_softmax(jnp.asarray(student_logits_BxTxK, _F32), axis=-1)
+    lt = jax.nn.log_softmax(jax.lax.stop_gradient(jnp.asarray(teacher_logps_BxTxK, _F32)), -1)
+    return jnp.sum(jnp.exp(ls) * (ls - lt), axis=-1)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rlvr_jax.core import opd
+from rlvr_jax.core import cliff, opd
 
 NOISE_CRITERIA = ("verdict", "low_prob")
 
@@ -136,4 +136,57 @@ def teacher_noise_stats(teacher_logps_BxT, student_logps_BxT, correct_B, mask_Bx
         "noise_frac": frac(m),
         "noise_frac_correct": frac(m & ok),
         "noise_frac_wrong": frac(m & ~ok),
+    }
+
+
+def mistake_sign_agreement(
+    teacher_logps_BxT, student_logps_BxT, first_mistake_B, mask_BxT, *, tol=0.0
+):
+    """Per-token agreement of sign(ℓ^T − ℓ^S) with a first-mistake locator.
+
+    On a row with a located first mistake k ≥ 0 (a response-token index, the
+    `core.cliff` convention; k past the row's tokens clamps to its last one),
+    an informative teacher raises the correct prefix (r_t = ℓ^T_t − ℓ^S_t > 0
+    for t < k) and lowers the tokens from the mistake on (r_t < 0 for t ≥ k):
+    Cliff's labels. Tokens with |r_t| ≤ tol are undecided and count in neither
+    the agreeing nor the decided tokens. Rows with k = −1 are left out.
+
+    Args:
+      teacher_logps_BxT, student_logps_BxT: [B, T] ℓ^T, ℓ^S of the sampled tokens.
+      first_mistake_B: [B] int first mistaken response-token index, −1 if none.
+      mask_BxT: [B, T] bool or {0, 1}.
+      tol: |r_t| at or below which a token is undecided (≥ 0).
+    Returns:
+      float32 scalars (0 where the set is empty): "sign_agree" (agreeing /
+      decided tokens of located rows), "sign_agree_prefix" (t < k),
+      "sign_agree_suffix" (t ≥ k), "sign_agree_balanced" (their mean: 0.5 for
+      any teacher whose sign is constant), "sign_agree_at_mistake" (share of
+      located rows with r_k < −tol), "sign_decided_frac" (decided / all tokens
+      of located rows) and "located_rows" (count).
+    """
+    m = _mask(mask_BxT)
+    r = opd.opd_reward(teacher_logps_BxT, student_logps_BxT, m)
+    pos_BxT, n_B = cliff.response_positions(m)
+    k_B = jnp.asarray(first_mistake_B, jnp.int32)
+    located_B = (k_B >= 0) & (n_B > 0)
+    k_B = jnp.minimum(k_B, n_B - 1)[:, None]
+    rows = m & located_B[:, None]
+    decided = rows & (jnp.abs(r) > tol)
+    prefix = pos_BxT < k_B
+    agree = decided & jnp.where(prefix, r > 0, r < 0)
+
+    def frac(num, den):
+        return jnp.sum(num) / jnp.maximum(jnp.sum(den), 1).astype(jnp.float32)
+
+    at_k = rows & (pos_BxT == k_B)
+    agree_prefix = frac(agree & prefix, decided & prefix)
+    agree_suffix = frac(agree & ~prefix, decided & ~prefix)
+    return {
+        "sign_agree": frac(agree, decided),
+        "sign_agree_prefix": agree_prefix,
+        "sign_agree_suffix": agree_suffix,
+        "sign_agree_balanced": 0.5 * (agree_prefix + agree_suffix),
+        "sign_agree_at_mistake": frac(at_k & (r < -tol), at_k),
+        "sign_decided_frac": frac(decided, rows),
+        "located_rows": jnp.sum(located_B).astype(jnp.float32),
     }

@@ -78,11 +78,15 @@ class Batch:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Batch) if f.name != "extra")
+# What the update stage adds for the losses that declare them (`rl.methods.distill`):
+# the student's final hidden states, its output kernel and the teacher's.
+UPDATE_FIELDS = ("hidden_BxTxD", "output_kernel_DxV", "teacher_kernel_DxV")
 
 
 def is_row_field(name: str) -> bool:
     """A field whose leading dimension is the batch's rows (its shape suffix starts with B)."""
-    return name.endswith(("_B", "_BxT"))
+    suffix = name.rsplit("_", 1)[-1]
+    return suffix == "B" or suffix.startswith("Bx")
 
 
 def from_groups(groups, mask_BxT=None, old_logps_BxT=None, extra=None) -> Batch:

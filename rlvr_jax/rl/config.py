@@ -65,6 +65,9 @@ def default_config() -> ml_collections.ConfigDict:
     # warm start of this task, else the task's defaults.
     c.task.options = ""
     c.task.train_size = 50_000  # distinct train-split problems in the prompt pool
+    # Split of the prompt pool. "test" = test-time training on the eval prompts, for
+    # label-free rewards only (LABEL_FREE): the run reports on what it trains on.
+    c.task.train_split = "train"
 
     # ---------------------------------------------------------------- batch shape
     c.data = ml_collections.ConfigDict()
@@ -314,6 +317,13 @@ def apply_teacher(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
     return c
 
 
+# Rewards that never read the verifier's labels: the only ones a run may train with on
+# test prompts (config.task.train_split != "train"). Signals replace rewards_B;
+# transforms replace the advantage.
+LABEL_FREE_SIGNALS = ("majority_vote",)
+LABEL_FREE_TRANSFORMS = ("om_grpo", "om_grpo_contrast")
+
+
 def validate(c: ml_collections.ConfigDict) -> None:
     """Checks choices and ranges; ValueError naming the field and the valid values."""
     from rlvr_jax import tasks
@@ -343,6 +353,23 @@ def validate(c: ml_collections.ConfigDict) -> None:
     if c.model.source == "pretrained" and not c.model.path:
         raise ValueError("config.model.path is required when config.model.source = 'pretrained'")
     choice("task.name", c.task.name, tasks.names())
+    choice("task.train_split", c.task.train_split, tasks.base.SPLITS)
+    if c.task.train_split != "train":
+        label_free = set(signals.signal_names(c)) & set(LABEL_FREE_SIGNALS) or set(
+            transform_names(c)
+        ) & set(LABEL_FREE_TRANSFORMS)
+        if not label_free:
+            raise ValueError(
+                f"config.task.train_split = {c.task.train_split!r} trains on held-out prompts; "
+                "only a label-free reward may (score.signals with one of "
+                f"{LABEL_FREE_SIGNALS} or credit.transforms with one of {LABEL_FREE_TRANSFORMS})"
+            )
+        if c.select.name != "uniform":
+            raise ValueError(
+                f"config.task.train_split = {c.task.train_split!r} needs select.name = "
+                f"'uniform' (got {c.select.name!r}: dynamic sampling filters groups by the "
+                "verifier's rewards, and the stateful schedulers draw train-split prompts)"
+            )
     choice("select.name", c.select.name, list(SCHEDULERS))
     choice("rollout.name", c.rollout.name, ROLLOUTS.names())
     _validate_rollout(c)
@@ -424,7 +451,9 @@ def validate(c: ml_collections.ConfigDict) -> None:
     needed = {f"credit transform {n!r}": credit.TRANSFORMS.get(n).requires for n in names}
     needed[f"loss {c.loss.name!r}"] = objectives.POLICY_LOSSES.get(c.loss.name).requires
     # Fields only a scheduler adds (PAIR's inclusion probabilities) need that scheduler.
-    own = SCHEDULERS[c.select.name].batch_fields
+    from rlvr_jax.rollout import INFO_FIELDS
+
+    own = (*SCHEDULERS[c.select.name].batch_fields, *INFO_FIELDS.get(c.rollout.name, ()))
     for consumer, fields in needed.items():
         for name, sched in SCHEDULERS.items():
             missing = [f for f in fields if f in sched.batch_fields and f not in own]
@@ -545,6 +574,17 @@ def _validate_rollout(c: ml_collections.ConfigDict) -> None:
         within("lr", 0.0, 1.0, lo_open=True)
         for field in ("rerolls", "max_splice"):
             within(field, 0, 1 << 16)
+    if name == "branching":
+        within("roots", 0.0, 1.0, lo_open=True)
+        within("entropy_frac", 0.0, 1.0, lo_open=True)
+        within("width", 1, 1 << 16)
+        within("path_decay", 0.0, 1.0)
+        within("node_decay", 0.0, 1.0)
+        within("max_branches", 0, 1 << 16)
+    if name == "reflective":
+        for field in ("reflection_tokens", "guidance_tokens"):
+            within(field, 1, 1 << 16)
+        within("log_examples", 0, 1 << 16)
     # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
     # the trainer must score pi_old itself.
     off_policy = name in ("guided", "lora_scaffold")

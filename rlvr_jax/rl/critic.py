@@ -97,3 +97,41 @@ class Critic(nnx.Module):
         else:
             v_BxT = out if self.loss == "mse" else self.head.values(out)
         return self._shift(v_BxT)
+
+
+def calibration_metrics(
+    values_BxT, mask_BxT, correct_B, *, loss: str, v_min: float, v_max: float, num_bins: int = 10
+) -> dict[str, float]:
+    """The critic's Brier score and expected calibration error against the verdicts.
+
+    The critic's value read as a success probability p: (V − v_min)/(v_max −
+    v_min) for the categorical critics (their support maps onto [0, 1]), V
+    itself for "mse" (a scalar head regressed on a 0/1 reward), clipped to
+    [0, 1]; the outcome is the rollout's verdict. "critic/brier" and
+    "critic/ece" average over every response token (V_t predicts the
+    rollout's success from its prefix); "critic/brier_first" and
+    "critic/ece_first" over the first response token only (the prompt's value).
+
+    Args:
+      values_BxT: [B, T] the critic's values (aligned like log-probs).
+      mask_BxT: [B, T] bool response tokens.
+      correct_B: [B] bool verdicts.
+      loss: the critic loss (one of LOSSES).
+      v_min, v_max: the categorical support.
+      num_bins: K of the ECE's probability bins.
+    Returns:
+      name -> float (0 when no token is masked in).
+    """
+    m = jnp.asarray(mask_BxT, bool)
+    v = jnp.asarray(values_BxT, jnp.float32)
+    p = v if loss == "mse" else (v - v_min) / (v_max - v_min)
+    p = jnp.clip(p, 0.0, 1.0)
+    o = jnp.broadcast_to(jnp.asarray(correct_B, jnp.float32)[:, None], p.shape)
+    first = m & (jnp.cumsum(m, axis=-1) == 1)
+    out = {}
+    for suffix, sel in (("", m), ("_first", first)):
+        out[f"critic/brier{suffix}"] = float(hl_gauss.brier_score(p, o, sel))
+        out[f"critic/ece{suffix}"] = float(
+            hl_gauss.expected_calibration_error(p, o, sel, num_bins=num_bins)
+        )
+    return out

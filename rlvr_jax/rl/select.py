@@ -60,6 +60,7 @@ from rlvr_jax.scheduling import (
     run_step,
 )
 from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
+from rlvr_jax.scheduling.leeps import neighbour_overlap
 from rlvr_jax.tokenizers import encode_prompt
 
 log = logging.getLogger(__name__)
@@ -125,12 +126,32 @@ class Select:
         self.processes = processes
         self.stream = PromptStream(prompts) if self.scheduler.stream_prompts else None
         self._problems = {}
+        self.model, self.pad_id = model, pad_id  # the policy, updated in place by the trainer
         n = c.task.train_size
-        embeddings = None
-        if needs_embeddings(c):
-            prompts = [encode_prompt(tokenizer, self._problem(i).prompt) for i in range(n)]
-            embeddings = prompt_embeddings(model, prompts, pad_id)
+        embeddings = self._embeddings() if needs_embeddings(c) else None
         self.state = self.scheduler.init(Pool(n, embeddings=embeddings), self.budget)
+
+    def _embeddings(self) -> np.ndarray:
+        """[N, D] the pool's prompts embedded by the current policy."""
+        n, tok = self.c.task.train_size, self.tokenizer
+        prompts = [encode_prompt(tok, self._problem(i).prompt) for i in range(n)]
+        return prompt_embeddings(self.model, prompts, self.pad_id)
+
+    def _refresh_neighbours(self) -> dict[str, float]:
+        """LEEPS: the pool re-embedded with the current policy every `refresh_every` steps.
+
+        Returns the step's stats: "select/leeps_neighbour_overlap", the share of
+        neighbour pairs the refresh kept (only on refresh steps).
+        """
+        every = self.c.select.leeps.refresh_every if self.c.select.name == "leeps" else 0
+        step = int(self.state["step"])
+        if not every or step == 0 or step % every:
+            return {}
+        old = self.state["leeps"]["nbr"]
+        self.state = self.scheduler.refresh_neighbours(self.state, self._embeddings())
+        overlap = neighbour_overlap(old, self.state["leeps"]["nbr"])
+        log.info("step %d: LEEPS neighbours re-embedded (overlap %.3f)", step, overlap)
+        return {"select/leeps_neighbour_overlap": overlap}
 
     def _problem(self, index: int):
         index = int(index)
@@ -152,6 +173,7 @@ class Select:
           (groups, stats, fields): B·G rows (padding rows invalid), the step's
           statistics and the scheduler's per-row batch fields.
         """
+        refreshed = self._refresh_neighbours()
         rows: dict[int, dict] = {}  # rollout id -> its row (Groups.row) and sampled tokens
 
         def sample(plan) -> Outcomes:
@@ -167,10 +189,11 @@ class Select:
             self.scheduler, self.state, sched_key, self.budget, sample, stream=self.stream,
             lockstep=lockstep,
         )  # fmt: skip
-        out = self._pack(sel, rows)
+        groups, stats, fields = self._pack(sel, rows)
+        stats.update(refreshed)
         if self.stream is not None:
             self.stream.problems.clear()
-        return out
+        return groups, stats, fields
 
     def _request(self, plan, rows) -> Request:
         """The plan's rows as runs of one problem, with the prefixes of continued rows."""

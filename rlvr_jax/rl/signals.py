@@ -120,6 +120,8 @@ class ScoreContext:
       cache: per run: what a signal builds once (a loaded teacher, a jitted fn).
       step_cache: per step (cleared before each step's signals): shared work of
         the signals of one step (e.g. the decoded rows).
+      metrics: this step's diagnostics from the signals (name -> float; cleared with
+        step_cache, logged by the trainer with the step's metrics).
     """
 
     tokenizer: Any
@@ -131,6 +133,7 @@ class ScoreContext:
     domain: str = ""
     cache: dict[str, Any] = dataclasses.field(default_factory=dict)
     step_cache: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def pad_id(self) -> int:
@@ -160,7 +163,7 @@ def check_fields(c, needed: dict[str, tuple[str, ...]], available: tuple[str, ..
       available: fields the batch has besides the declared `Batch` fields and the
         signals' (e.g. the scheduler's `batch_fields`).
     """
-    available = set(batch_lib.FIELDS) | set(available)
+    available = set(batch_lib.FIELDS) | set(batch_lib.UPDATE_FIELDS) | set(available)
     for name in signal_names(c):
         entry = SIGNALS.get(name)
         missing = [f for f in entry.requires if f not in available]
@@ -199,6 +202,7 @@ def compute(ctx: ScoreContext, groups, batch, names: list[str], options) -> Batc
     Returns:
       The Batch with every provided field (a later signal overwrites an earlier one).
     """
+    ctx.metrics.clear()
     for name in names:
         fields = SIGNALS.get(name).fn(ctx, groups, batch, **options[name])
         want = set(provides(name))

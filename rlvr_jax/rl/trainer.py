@@ -78,7 +78,7 @@ from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import build, credit, signals
 from rlvr_jax.rl.batch import Batch
 from rlvr_jax.rl.config import transform_names, validate
-from rlvr_jax.rl.critic import Critic
+from rlvr_jax.rl.critic import Critic, calibration_metrics
 from rlvr_jax.rl.select import COUNT_STATS, Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
 from rlvr_jax.rollout import ROLLOUTS, Groups, Request, RolloutContext
@@ -100,9 +100,11 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
-    if c.rollout.name == "lora_scaffold":  # which groups are cliffs differs per host
+    # lora_scaffold: which groups are cliffs differs per host; reflective: which groups get
+    # guidance (a sampler call every process must join) differs per host.
+    if c.rollout.name in ("lora_scaffold", "reflective"):
         raise NotImplementedError(
-            f"config.rollout.name = 'lora_scaffold' is not supported with {n} processes yet"
+            f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
         )
     if "mopd" in signals.signal_names(c):  # each host routes a different number of rows
         raise NotImplementedError(  # to each domain's teacher: unequal collectives
@@ -159,7 +161,7 @@ class Trainer:
             stop_token_ids=self.tokenizer.stop_ids,
         )
         self.prompts = prompt_batches(
-            TaskSource(self.task, "train", size=c.task.train_size),
+            TaskSource(self.task, c.task.train_split, size=c.task.train_size),
             batch_size=c.data.prompts_per_step // self.processes,  # this process's share
             seed=c.seed,
             group_size=c.data.group_size,
@@ -207,6 +209,7 @@ class Trainer:
             critic_optimizer=critic_optimizer,
             value_clip=c.critic.value_clip,
             critic_sigma_ratio=c.critic.sigma_ratio,
+            loss_consts=_loss_consts(c),
             **mesh_kw,
         )
         spec = build.loss_spec(c)
@@ -270,6 +273,7 @@ class Trainer:
             mask &= g.stopped[:, None]
         ctx = self.score_ctx.with_policy(params=self.state.params)
         ctx.step_cache.clear()
+        ctx.metrics.clear()
         args = (g.tokens, g.attention_mask)
         old = g.behaviour_logps
         if c.loss.recompute_old_logps:
@@ -296,6 +300,16 @@ class Trainer:
             critic = (self.state.critic_params, self.critic_rest)
             values = signals.map_row_chunks(self.value_fn, critic, args, chunk=self._chunk())
             batch = batch.replace(old_values_BxT=np.where(mask, values, 0.0).astype(np.float32))
+            ctx.metrics.update(  # Brier score / ECE of the critic, every step
+                calibration_metrics(
+                    values,
+                    mask,
+                    g.correct,
+                    loss=c.critic.loss,
+                    v_min=c.critic.v_min,
+                    v_max=c.critic.v_max,
+                )
+            )
         return batch
 
     def credit(self, batch: Batch, step: int, num_groups: int) -> Batch:
@@ -431,6 +445,7 @@ class Trainer:
                 stats = _combine_select_stats(stats)
                 t1 = time.perf_counter()
                 batch = self.score(groups, fields, step)
+                stats.update(self.score_ctx.metrics)  # the signals' diagnostics
                 batch = self.credit(batch, step, groups.num_groups)
                 if distributed.agree(groups.valid.any()):  # all hosts update, or none
                     stats.update(self.update(batch, step))
@@ -475,6 +490,17 @@ class Trainer:
             self.io.log_eval(step, final)
         self.io.finish(self.model if c.checkpoint.export_final else None, self.tokenizer)
         return final
+
+
+def _loss_consts(c) -> dict:
+    """Run constants of the policy loss: an external teacher's output kernel (opd_full_kl)."""
+    from rlvr_jax.rl import objectives
+    from rlvr_jax.rl.methods import teacher_dists
+
+    if "teacher_kernel_DxV" not in objectives.POLICY_LOSSES.get(c.loss.name).requires:
+        return {}
+    kernel = teacher_dists.teacher_output_kernel(c)
+    return {} if kernel is None else {"teacher_kernel_DxV": kernel}
 
 
 def _combine_select_stats(stats: dict[str, float]) -> dict[str, float]:
@@ -522,14 +548,18 @@ def _info_stats(groups: Groups) -> dict[str, float]:
     A bool field `x_B` gives rollout/x (share of rows), rollout/x_groups (groups
     with such a row) and the reward / pass rate of its rows and of the others
     (rollout/x_reward, rollout/x_pass_rate, rollout/not_x_reward,
-    rollout/not_x_pass_rate); another field gives its mean (rollout/turns).
+    rollout/not_x_pass_rate); another field gives its mean over the rows where it
+    is finite (rollout/turns; CBPO's branches_per_root_B is NaN on branch rows).
     """
     v = groups.valid
     out = {}
     for name, values in sorted(groups.info.items()):
         key = "rollout/" + name.removesuffix("_B")
         x = np.asarray(values)[v]
-        if x.dtype != bool:
+        if x.ndim != 1:  # not one number per row (e.g. GRSD's guidance_ids_BxN)
+            continue
+        if x.dtype != bool:  # the mean over the rows it applies to (NaN elsewhere)
+            x = x[np.isfinite(x)]
             n, s = distributed.sum_over_processes(np.array([x.size, x.sum()], np.float64))
             out[key] = float(s / n) if n else 0.0
             continue

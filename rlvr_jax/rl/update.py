@@ -110,6 +110,7 @@ def make_update(
     train_policy: bool = True,
     mesh: jax.sharding.Mesh | None = None,
     rules="fsdp",
+    loss_consts: dict[str, Any] | None = None,
 ):
     """One jitted optimizer update on a minibatch; `state` is donated.
 
@@ -136,12 +137,30 @@ def make_update(
       and the critic's value_loss and critic_grad_norm.
     """
     with_entropy = bool(spec.entropy_coef)
+    # Losses over whole next-token distributions (rl.methods.distill: opd_full_kl,
+    # opd_topk_kl) also get the student's final hidden states and output kernel, and
+    # the teacher's kernel (`loss_consts`, else the student's own, stop-gradient).
+    needs_hidden = "hidden_BxTxD" in objectives.POLICY_LOSSES.get(spec.name).requires
+    loss_consts = dict(loss_consts or {})
 
     def policy_loss_fn(params, rest, mb, denom, minibatch):
         model = nnx.merge(graphdef, params, rest)
+        tokens, attn = mb["tokens_BxT"], mb["attention_mask_BxT"]
         out = token_logps(
-            model, mb["tokens_BxT"], mb["attention_mask_BxT"], with_entropy=with_entropy
+            model, tokens, attn, with_entropy=with_entropy, return_hidden=needs_hidden
         )
+        if needs_hidden:
+            *out, hidden = out
+            out = tuple(out) if with_entropy else out[0]
+            kernel = model.output_kernel()
+            mb = mb.with_extra(
+                dict(
+                    hidden_BxTxD=hidden,
+                    output_kernel_DxV=kernel,
+                    teacher_kernel_DxV=jax.lax.stop_gradient(kernel),
+                    **loss_consts,
+                )
+            )
         logps, ent = out if with_entropy else (out, None)
         return objectives.policy_loss(spec, logps, mb, denom, ent, minibatch)
 

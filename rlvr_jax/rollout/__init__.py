@@ -5,13 +5,20 @@
 `score_rows` (cut → decode → verify, shared with evaluation) and `run_episodes`.
 """
 
-from rlvr_jax.rollout import guided, noise, plain, scaffold  # noqa: F401  (register)
+from rlvr_jax.rollout import branching, guided, noise, plain, reflective, scaffold  # noqa: F401
 from rlvr_jax.rollout.base import ROLLOUTS, Prefix, Request, RolloutContext
 from rlvr_jax.rollout.groups import Groups, stack_rows
 from rlvr_jax.rollout.multiturn import Episodes, observation_ids, observation_text, run_episodes
 from rlvr_jax.rollout.score import Verdicts, score_rows
 from rlvr_jax.tokenizers import cut_at_stop
 
-__all__ = ["ROLLOUTS", "Episodes", "Groups", "Prefix", "Request", "RolloutContext", "Verdicts"]
+# Per-row fields (Groups.info) of a rollout that later stages may require, by rollout name.
+INFO_FIELDS = {
+    "branching": branching.TREE_FIELDS,
+    "reflective": (reflective.GUIDANCE_FIELD,),
+}
+
+__all__ = ["INFO_FIELDS", "ROLLOUTS", "Episodes"]
+__all__ += ["Groups", "Prefix", "Request", "RolloutContext", "Verdicts"]
 __all__ += ["cut_at_stop", "observation_ids", "observation_text", "run_episodes"]
 __all__ += ["score_rows", "stack_rows"]

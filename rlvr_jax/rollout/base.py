@@ -116,17 +116,7 @@ def scored_groups(ctx: RolloutContext, ro: Rollout, info=None) -> Groups:
     """
     req = ctx.request
     group = req.group_R
-    sampled = [ro.tokens[r][ro.response_mask[r]].tolist() for r in range(len(group))]
-    problems = [req.problems[g] for g in group]
-    v = score.score_rows(ctx.task, ctx.tokenizer, problems, sampled, ctx.tokenizer.stop_ids)
-    rewards = score.overlong_shaping(
-        v.rewards.astype(np.float32),
-        ro.response_mask.sum(-1),
-        max_len=ctx.sampling.max_new_tokens,
-        cache=ctx.overlong_cache,
-        penalty=ctx.overlong_penalty,
-    )
-    return Groups(
+    groups = Groups(
         tokens=ro.tokens,
         attention_mask=ro.attention_mask,
         prompt_mask=ro.prompt_mask,
@@ -135,10 +125,34 @@ def scored_groups(ctx: RolloutContext, ro: Rollout, info=None) -> Groups:
         entropy=ro.entropy,
         group=group,
         valid=np.ones(len(group), bool),
-        rewards=np.asarray(rewards, np.float32),
-        correct=v.correct,
+        rewards=np.zeros(len(group), np.float32),
+        correct=np.zeros(len(group), bool),
         stopped=np.asarray(ro.stopped, bool),
-        reasons=v.reasons,
+        reasons=[""] * len(group),
         problems=list(req.problems),
         info=dict(info or {}),
+    )
+    return verified(ctx, groups)
+
+
+def verified(ctx: RolloutContext, groups: Groups) -> Groups:
+    """`groups` with the verifier's verdicts and DAPO's overlong shaping.
+
+    A row's answer is everything after its prompt: the sampled tokens and any
+    forced prefix the policy's response continues (a CBPO branch's copy of its
+    parent's tokens), in order; its length for the overlong penalty likewise.
+    """
+    after = groups.attention_mask & ~groups.prompt_mask
+    answers = [groups.tokens[r][after[r]].tolist() for r in range(len(groups.group))]
+    problems = [groups.problems[g] for g in groups.group]
+    v = score.score_rows(ctx.task, ctx.tokenizer, problems, answers, ctx.tokenizer.stop_ids)
+    rewards = score.overlong_shaping(
+        v.rewards.astype(np.float32),
+        after.sum(-1),
+        max_len=ctx.sampling.max_new_tokens,
+        cache=ctx.overlong_cache,
+        penalty=ctx.overlong_penalty,
+    )
+    return dataclasses.replace(
+        groups, rewards=np.asarray(rewards, np.float32), correct=v.correct, reasons=v.reasons
     )

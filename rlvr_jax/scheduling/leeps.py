@@ -13,7 +13,10 @@ Gumbel noise at `temperature`; the ratios are EMAs (rate `ema`) initialised at
 0.5; each portfolio keeps at least `min_frac` of the slots when it has
 candidates; one round of full groups. Neighbours come from `Pool.embeddings`
 (the policy's hidden states); `refresh_neighbours` recomputes them when the
-caller re-embeds the pool.
+caller re-embeds the pool with the current policy, which the RL select stage
+does every `refresh_every` steps (`rl.select.Select`; ours: 10,
+0 keeps the step-0 neighbours). `neighbour_overlap` measures how much a
+refresh changed them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ from rlvr_jax.scheduling.graph import nearest_neighbours
 def knn(emb_NxE: np.ndarray, k: int, chunk: int = 1024) -> np.ndarray:
     """[N, k] indices of each prompt's k most cosine-similar other prompts (most similar first)."""
     return nearest_neighbours(emb_NxE, k, chunk)
+
+
+def neighbour_overlap(old_NxK: np.ndarray, new_NxK: np.ndarray) -> float:
+    """Share of (prompt, neighbour) pairs of `new_NxK` that `old_NxK` also has (order ignored)."""
+    old, new = np.asarray(old_NxK), np.asarray(new_NxK)
+    if new.size == 0:
+        return 1.0
+    return float((new[:, :, None] == old[:, None, :]).any(-1).mean())
 
 
 def portfolio_split(slots: int, ratio_exploit, ratio_explore, n_exploit, n_explore, min_frac):
@@ -52,6 +63,8 @@ class LEEPS(SchedulerBase):
       ema: update rate of each portfolio's non-trivial ratio.
       min_frac: minimum share of each portfolio.
       temperature: Gumbel noise scale on explore scores (0 = greedy).
+      refresh_every: steps between re-embeddings of the pool with the current
+        policy (applied by the caller that holds the policy; 0 = never).
     """
 
     neighbours: int = 10
@@ -59,6 +72,7 @@ class LEEPS(SchedulerBase):
     ema: float = 0.3
     min_frac: float = 0.1
     temperature: float = 0.5
+    refresh_every: int = 10
 
     def _init_extra(self, pool, budget):
         if pool.embeddings is None:

@@ -117,7 +117,7 @@ def evaluate_episodes(
       `evaluate_task`'s dict ("pass@1", f"pass@{n}", "mean_reward", "reasons",
       "num_correct", "mean_response_tokens" (sampled tokens over all turns),
       "stopped_fraction" (last turn ended with a stop token), "example") plus
-      "mean_turns".
+      "mean_turns", also as "task_metrics" {"mean_turns": ...}.
     """
     params = SamplingParams(
         temperature=temperature,
@@ -158,4 +158,7 @@ def evaluate_episodes(
         n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
     )
     out["mean_turns"] = float(np.mean(turns))
+    # The task statistics every evaluation reports (the RL trainer logs them): an
+    # episode's is its model turns (a task's group_metrics read single replies).
+    out["task_metrics"] = {"mean_turns": out["mean_turns"]}
     return out

@@ -49,6 +49,7 @@ from rlvr_jax.models import ModelConfig, init_model, load_pretrained, save_pretr
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.tokenizers import Tokenizer
 from rlvr_jax.train.evaluate import evaluate_task
+from rlvr_jax.train.judge import evaluate_judge
 from rlvr_jax.train.multiturn import episode_example, evaluate_episodes
 from rlvr_jax.train.sft import train_sft, train_sft_encoded
 
@@ -89,9 +90,8 @@ def model_dir(spec: WarmStartSpec, tokenizer: Tokenizer, cache_dir=None) -> Path
 
 
 def sft_examples(spec: WarmStartSpec) -> list[tuple[str, str]]:
-    """(prompt, reference solution) pairs of the first `num_train_problems` train problems."""
-    task = spec.task()
-    return [(p.prompt, p.solution) for p in task.problems(spec.num_train_problems, "train")]
+    """(prompt, target) pairs of the spec's train problems (`WarmStartSpec.sft_examples`)."""
+    return spec.sft_examples()
 
 
 def train_warm_start(
@@ -210,7 +210,10 @@ def _train_and_save(
         if spec.multi_turn:
             kw.update(env_factory=task.env, max_turns=task.max_turns + 1)
         evaluate = evaluate_episodes if spec.multi_turn else evaluate_task
-        info["eval"] = evaluate(model, tokenizer, task, **kw)
+        if spec.role == "judge":  # agreement with the exact locator, not pass@k
+            info["eval"] = evaluate_judge(model, tokenizer, task, seed=spec.seed)
+        else:
+            info["eval"] = evaluate(model, tokenizer, task, **kw)
         info["eval_seconds"] = round(time.perf_counter() - start, 1)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -288,6 +291,8 @@ def make_base_models(
     infos = []
     for domain in domains_ or domains():
         for role in roles:
+            if (domain, role) not in SPECS:  # judges exist for step-locator tasks only
+                continue
             spec = get_spec(domain, role)
             infos.append(
                 train_warm_start(

@@ -17,11 +17,13 @@ from rlvr_jax.models import ModelConfig
 from rlvr_jax.tasks import tools
 from rlvr_jax.tasks.options import WARM_START_OPTIONS
 from rlvr_jax.tokenizers import Tokenizer
+from rlvr_jax.train import judge, privileged
 from rlvr_jax.train.sft import end_of_turn_id
 
-ROLES = ("base", "teacher")
+# "judge": Cliff's first-mistake judge (`rlvr_jax.train.judge`), for tasks with a step locator.
+ROLES = ("base", "teacher", "judge")
 # Spec fields added after models were cached -> the default left out of the hash.
-_LATE_FIELDS = {"multi_turn": False}
+_LATE_FIELDS = {"multi_turn": False, "privileged_share": 0.0, "privileged_views": ()}
 # Multi-turn domains -> the model turns of a problem's reference episode. The
 # task must have `env(problem)` and `max_turns` (ToolEnv ends an episode itself
 # after max_turns + 1 model turns).
@@ -34,7 +36,7 @@ class WarmStartSpec:
 
     Attributes:
       domain: task name for `rlvr_jax.tasks.get`.
-      role: "base" or "teacher".
+      role: "base", "teacher" or "judge" (Cliff's first-mistake judge).
       task_options: the task's difficulty options, as sorted (name, value) pairs.
       hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, head_dim:
         the Qwen3 architecture (tied embeddings; vocab from the tokenizer).
@@ -48,6 +50,11 @@ class WarmStartSpec:
         masked out of the loss, evaluation with real episodes
         (`rlvr_jax.train.multiturn`). Left out of the cache hash when False, so
         specs written before the field existed keep their directories.
+      privileged_share: fraction of the SFT examples written in a self-teacher's
+        privileged-context view (`rlvr_jax.train.privileged`), so the policy
+        scored under that context (DASH, CPO, H²SD, CSCR) is in distribution.
+      privileged_views: the view names (`privileged.VIEWS`) those examples cycle
+        through. Both fields are left out of the hash at their defaults (0, ()).
     """
 
     domain: str
@@ -66,6 +73,8 @@ class WarmStartSpec:
     seed: int = 0
     max_new_tokens: int = 64
     multi_turn: bool = False
+    privileged_share: float = 0.0
+    privileged_views: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -75,9 +84,37 @@ class WarmStartSpec:
                 f"multi_turn domain {self.domain!r} has no reference turns; "
                 f"valid: {sorted(REFERENCE_TURNS)}"
             )
+        bad_views = [v for v in self.privileged_views if v not in privileged.VIEWS]
+        if not 0.0 <= self.privileged_share <= 1.0 or bad_views:
+            raise ValueError(
+                f"{self.domain}/{self.role}: privileged_share {self.privileged_share!r} "
+                f"(must be in [0, 1]), privileged_views {self.privileged_views!r} "
+                f"(valid: {sorted(privileged.VIEWS)})"
+            )
+        if self.privileged_share > 0 and (self.multi_turn or not self.privileged_views):
+            raise ValueError(
+                f"{self.domain}/{self.role}: privileged_share > 0 needs privileged_views "
+                "and a single-turn domain"
+            )
 
     def task(self) -> tasks.Task:
         return tasks.get(self.domain, **dict(self.task_options))
+
+    def sft_examples(self) -> list[tuple[str, str]]:
+        """(prompt, target) pairs of the first `num_train_problems` train problems.
+
+        A `privileged_share` of them in the privileged views (`privileged.privileged_examples`);
+        a judge's are judgements of candidate solutions (`judge.judge_examples`).
+        """
+        task = self.task()
+        problems = task.problems(self.num_train_problems, "train")
+        if self.role == "judge":
+            return judge.judge_examples(task, problems, seed=self.seed)
+        if not self.privileged_share:
+            return [(p.prompt, p.solution) for p in problems]
+        return privileged.privileged_examples(
+            problems, share=self.privileged_share, views=self.privileged_views, seed=self.seed
+        )
 
     def model_config(self, tokenizer: Tokenizer) -> ModelConfig:
         """The Qwen3 config for this spec and tokenizer (EOS = the end-of-turn token)."""
@@ -119,13 +156,30 @@ def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3, **extr
 
 
 TASK_OPTIONS = WARM_START_OPTIONS  # per domain (in tasks: SFT and RL both read them)
+# The bases' share of SFT examples in the self-teachers' privileged views
+# (`privileged.VIEWS`; "solution", the view of DASH / CPO / H²SD's failed rows,
+# counted three times): their self-teachers are then in distribution (a 30% share
+# at 500 steps did not teach the copy: hinted pass@1 0.17 < plain 0.27). docs/base_models.md
+# has the measured effect (hinted vs plain pass@1, sign agreement with the first mistake).
+PRIVILEGED = dict(
+    privileged_share=0.5,
+    privileged_views=(
+        "solution",
+        "solution",
+        "solution",
+        "rephrase",
+        "asserted_correct",
+        "asserted_incorrect",
+    ),
+)
 # The teachers have the base's architecture and ~2x its steps: the loss is still
 # falling steeply at the base's budget, and a wider model would not fit 10 minutes.
 SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ("countdown", "base"): _spec("countdown", "base", 128, 4, 800, 8000),
     ("countdown", "teacher"): _spec("countdown", "teacher", 128, 4, 1500, 12000),
-    ("arithmetic", "base"): _spec("arithmetic", "base", 128, 4, 400, 6400),
+    ("arithmetic", "base"): _spec("arithmetic", "base", 128, 4, 800, 6400, **PRIVILEGED),
     ("arithmetic", "teacher"): _spec("arithmetic", "teacher", 128, 4, 1000, 8000),
+    ("arithmetic", "judge"): _spec("arithmetic", "judge", 128, 4, 1000, 8000),
     ("multilingual_arithmetic", "base"): _spec(
         "multilingual_arithmetic", "base", 128, 4, 400, 6400
     ),

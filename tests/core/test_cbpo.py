@@ -12,6 +12,7 @@ from rlvr_jax.core.cbpo import (
     branch_factors,
     cbpo_advantages,
     contrastive_branch_values,
+    shared_prefix_advantages,
 )
 
 TOL = dict(rtol=1e-6, atol=1e-6)
@@ -19,8 +20,28 @@ PROPS = settings(max_examples=25, deadline=None)
 _cbpo = jax.jit(cbpo_advantages)
 
 
-def cbpo_reference(adv, mask, rewards, member, pos, start, valid, s_min=0.1, s_max=3.0):
+def shared_reference(adv, mask, shared, offset):
+    b, t_n = adv.shape
+    row = [adv[s][mask[s]].mean() if mask[s].any() else 0.0 for s in range(b)]
+    out = np.zeros(adv.shape)
+    for i in range(b):
+        p = offset[i]
+        for t in range(t_n):
+            if not mask[i, t]:
+                continue
+            sharers = [s for s in range(b) if s != i and shared[i, s] > p]
+            out[i, t] = (adv[i, t] + sum(row[s] for s in sharers)) / (1 + len(sharers))
+            p += 1
+    return out
+
+
+def cbpo_reference(
+    adv, mask, rewards, member, pos, start, valid, s_min=0.1, s_max=3.0, offset=None, shared=None
+):
     k_n, b = member.shape
+    offset = np.zeros(b, int) if offset is None else offset
+    if shared is not None:
+        adv = shared_reference(adv, mask, shared, offset)
     cbv = np.zeros(k_n)
     for k in range(k_n):
         rs = [float(rewards[i]) for i in range(b) if member[k, i] and valid[k]]
@@ -32,7 +53,7 @@ def cbpo_reference(adv, mask, rewards, member, pos, start, valid, s_min=0.1, s_m
     out = np.zeros(adv.shape)
     node = -np.ones(adv.shape, int)
     for i in range(b):
-        n = 0
+        n = offset[i]
         for t in range(adv.shape[1]):
             if not mask[i, t]:
                 continue
@@ -69,6 +90,41 @@ def test_matches_numpy_loop(shape):
     np.testing.assert_array_equal(node, want_node)
     cbv, _ = contrastive_branch_values(rewards, member, valid)
     np.testing.assert_allclose(cbv, want_cbv, **TOL)
+
+
+@pytest.mark.parametrize("shape", [(6, 8, 3), (9, 12, 4)])
+def test_offsets_and_shared_prefixes_match_numpy_loop(shape):
+    rng = np.random.default_rng(7 + sum(shape))
+    adv, mask, rewards, member, pos, start, valid = _case(rng, *shape)
+    b, t, _ = shape
+    offset = np.where(rng.random(b) < 0.5, 0, rng.integers(0, t, b)).astype(np.int32)
+    shared = rng.integers(0, 2 * t, (b, b)).astype(np.int32)
+    shared = np.minimum(shared, shared.T)
+    kw = dict(valid_K=valid, offset_B=offset, shared_BxB=shared)
+    got, node = _cbpo(adv, mask, rewards, member, pos, start, **kw)
+    want, want_node, _ = cbpo_reference(
+        adv, mask, rewards, member, pos, start, valid, offset=offset, shared=shared
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(node, want_node)
+    np.testing.assert_allclose(
+        shared_prefix_advantages(adv, mask, shared, offset),
+        shared_reference(adv, mask, shared, offset), rtol=1e-5, atol=1e-6,
+    )  # fmt: skip
+    # Nobody shares anything: every token keeps its own advantage.
+    none = shared_prefix_advantages(adv, mask, np.zeros((b, b), np.int32), offset)
+    np.testing.assert_allclose(none, np.where(mask, adv, 0), **TOL)
+
+
+def test_shared_prefix_hand_case():
+    # Parent row 0 (A = 1) with a branch row 1 (A = −2) from path position 2 (its first
+    # response token sits at path position 2: offset 2). Row 0's tokens 0, 1 are shared:
+    # (1 − 2) / 2 = −.5; its tokens 2.. and all of row 1's are theirs alone.
+    adv = np.array([[1.0] * 4, [-2.0, -2.0, 0, 0]], np.float32)
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], bool)
+    shared = np.array([[0, 2], [2, 0]], np.int32)
+    got = shared_prefix_advantages(adv, mask, shared, np.array([0, 2]))
+    np.testing.assert_allclose(got, [[-0.5, -0.5, 1, 1], [-2, -2, 0, 0]], **TOL)
 
 
 def test_hand_computed():

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlvr_jax.core import om_grpo
 from rlvr_jax.core.om_grpo import (
     answer_span_mask,
     contrast_augmented_rewards,
@@ -138,3 +139,45 @@ def test_consensus_properties(seed):
     # Relabelling answers leaves the rewards unchanged.
     perm = np.where(answer >= 0, (answer * 7 + 3) % 11, -1)
     np.testing.assert_allclose(_consensus(perm, group, leave_one_out=False, valid_B=None), r)
+
+
+def _majority_reference(answers, groups, valid):
+    from collections import Counter
+
+    rewards, majority = [], []
+    for i in range(len(answers)):
+        if not valid[i]:
+            rewards.append(0.0)
+            majority.append(-1)
+            continue
+        votes = [answers[j] for j in range(len(answers)) if groups[j] == groups[i] and valid[j]]
+        votes = [x for x in votes if x >= 0]
+        top = Counter(votes).most_common(1)[0][0] if votes else -1  # first seen wins ties
+        majority.append(top)
+        rewards.append(float(answers[i] >= 0 and answers[i] == top))
+    return np.array(rewards, np.float32), np.array(majority, np.int32)
+
+
+def test_majority_vote_matches_counter_reference():
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        b = int(rng.integers(1, 13))
+        answers = rng.integers(-1, 4, b)
+        groups = rng.integers(0, 3, b)
+        valid = rng.random(b) < 0.85
+        got_r, got_m = om_grpo.majority_vote_rewards(answers, groups, valid_B=valid)
+        want_r, want_m = _majority_reference(answers.tolist(), groups.tolist(), valid.tolist())
+        np.testing.assert_array_equal(np.asarray(got_r), want_r)
+        np.testing.assert_array_equal(np.asarray(got_m), want_m)
+
+
+def test_majority_vote_hand_computed_ties_and_empty_groups():
+    # Group 0: answers 5, 7, 7, 5 -> tie, 5 seen first; group 1: no answers.
+    r, m = om_grpo.majority_vote_rewards([5, 7, 7, 5, -1, -1], [0, 0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(np.asarray(r), [1, 0, 0, 1, 0, 0])
+    np.testing.assert_array_equal(np.asarray(m), [5, 5, 5, 5, -1, -1])
+    # Majority differs from the soft consensus: the consensus share is graded, the vote is 0/1.
+    r, _ = om_grpo.majority_vote_rewards([1, 1, 2], [0, 0, 0])
+    cons = om_grpo.soft_consensus_rewards([1, 1, 2], [0, 0, 0])
+    np.testing.assert_allclose(np.asarray(r), [1, 1, 0])
+    np.testing.assert_allclose(np.asarray(cons), [2 / 3, 2 / 3, 1 / 3], rtol=1e-6)

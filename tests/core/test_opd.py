@@ -133,3 +133,24 @@ def test_opd_plateaued():
         opd.opd_plateaued([1.0], patience=0)
     with pytest.raises(ValueError, match="relu"):
         opd.opdvr_advantages(np.zeros((1, 1)), np.zeros((1, 1)), [True], [[1]], gate="relu6")
+
+
+# ------------------------------------------------------------ distribution-level KL
+def _kl_inputs(seed=0, b=2, t=3, d=5, e=4, v=37):
+    rng = np.random.default_rng(seed)
+    f = lambda *s: rng.normal(size=s).astype(np.float32)  # noqa: E731
+    return f(b, t, d), f(d, v), f(b, t, e), f(e, v)
+
+
+def test_topk_kl_over_the_teachers_support_by_reference():
+    h, w, _, _ = _kl_inputs(v=37)
+    _, ids = jax.lax.top_k(h @ w, 4)
+    logits = opd.gather_logits(h, w, ids)
+    np.testing.assert_allclose(logits, np.take_along_axis(h @ w, np.asarray(ids), -1), atol=1e-5)
+    # KL over the top-k support, both renormalised on it, by hand.
+    teacher = np.log(np.array([[[0.5, 0.3, 0.1, 0.1]]], np.float32))
+    student = np.log(np.array([[[0.25, 0.25, 0.25, 0.25]]], np.float32))
+    want = np.sum(0.25 * (np.log(0.25) - np.log([0.5, 0.3, 0.1, 0.1])))
+    np.testing.assert_allclose(opd.topk_reverse_kl(student, teacher), [[want]], rtol=1e-5)
+    # The teacher's top-k mass need not be 1: it is renormalised first.
+    np.testing.assert_allclose(opd.topk_reverse_kl(student, teacher - 2.0), [[want]], rtol=1e-5)

@@ -80,3 +80,78 @@ def test_teacher_noise_mask_denoised_opd_and_stats():
     )
     with pytest.raises(ValueError, match="verdict"):
         opsa.teacher_noise_mask(teacher, student, correct, mask, criterion="kl")
+
+
+def _agreement_reference(h, s, k, mask, tol):
+    agree = decided = ap = dp = as_ = ds = at = at_n = rows_all = located = 0
+    for i in range(h.shape[0]):
+        cols = [j for j in range(h.shape[1]) if mask[i, j]]
+        if k[i] < 0 or not cols:
+            continue
+        located += 1
+        kk = min(k[i], len(cols) - 1)
+        for pos, j in enumerate(cols):
+            r = float(h[i, j]) - float(s[i, j])
+            rows_all += 1
+            if pos == kk:
+                at_n += 1
+                at += r < -tol
+            if abs(r) <= tol:
+                continue
+            ok = r > 0 if pos < kk else r < 0
+            decided += 1
+            agree += ok
+            if pos < kk:
+                dp, ap = dp + 1, ap + ok
+            else:
+                ds, as_ = ds + 1, as_ + ok
+
+    def f(a, b):
+        return a / b if b else 0.0
+
+    return {
+        "sign_agree": f(agree, decided),
+        "sign_agree_prefix": f(ap, dp),
+        "sign_agree_suffix": f(as_, ds),
+        "sign_agree_balanced": 0.5 * (f(ap, dp) + f(as_, ds)),
+        "sign_agree_at_mistake": f(at, at_n),
+        "sign_decided_frac": f(decided, rows_all),
+        "located_rows": float(located),
+    }
+
+
+@pytest.mark.parametrize("tol", [0.0, 0.3])
+def test_mistake_sign_agreement_matches_loop_reference(tol):
+    rng = np.random.default_rng(7)
+    b, t = 9, 8
+    h = rng.normal(size=(b, t)).astype(np.float32)
+    s = rng.normal(size=(b, t)).astype(np.float32)
+    mask = rng.random((b, t)) < 0.8
+    mask[0] = False  # located but empty: left out
+    k = rng.integers(-1, t + 2, b).astype(np.int32)  # −1, in range and past the end
+    k[0] = 2
+    h[~mask] = np.nan
+    got = opsa.mistake_sign_agreement(h, s, k, mask, tol=tol)
+    want = _agreement_reference(np.nan_to_num(h), s, k, mask, tol)
+    for name, value in want.items():
+        assert float(got[name]) == pytest.approx(value, abs=1e-6), name
+
+
+def test_mistake_sign_agreement_hand_computed():
+    # One row, tokens 0..3, mistake at token 2: r = (+1, −1, −2, +3).
+    s = np.zeros((1, 4), np.float32)
+    h = np.array([[1.0, -1.0, -2.0, 3.0]], np.float32)
+    out = opsa.mistake_sign_agreement(h, s, np.array([2]), np.ones((1, 4), bool))
+    assert float(out["sign_agree_prefix"]) == pytest.approx(0.5)  # +1 agrees, −1 not
+    assert float(out["sign_agree_suffix"]) == pytest.approx(0.5)  # −2 agrees, +3 not
+    assert float(out["sign_agree_at_mistake"]) == 1.0
+    # A teacher with a constant sign scores 0.5 balanced whatever the split.
+    for const in (1.0, -1.0):
+        out = opsa.mistake_sign_agreement(
+            np.full((1, 4), const, np.float32), s, np.array([1]), np.ones((1, 4), bool)
+        )
+        assert float(out["sign_agree_balanced"]) == pytest.approx(0.5)
+    # An informative teacher (+ before the mistake, − from it on) agrees everywhere.
+    h = np.array([[0.5, 0.2, -0.1, -0.4]], np.float32)
+    out = opsa.mistake_sign_agreement(h, s, np.array([2]), np.ones((1, 4), bool))
+    assert float(out["sign_agree"]) == 1.0 and float(out["sign_agree_balanced"]) == 1.0

@@ -9,7 +9,8 @@ from rlvr_jax.rl import credit, objectives
 from rlvr_jax.rl.config import apply_variant, default_config, validate
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments" / "baselines"
-BASELINES = sorted(p.stem for p in EXPERIMENTS.glob("*.py"))
+# repro.py declares the baselines' reproduction (rlvr_jax.repro), not a config.
+BASELINES = sorted(p.stem for p in EXPERIMENTS.glob("*.py") if p.name != "repro.py")
 
 
 def load_experiment(name: str, variant: str = "") -> ml_collections.ConfigDict:

@@ -176,6 +176,33 @@ def test_config_validates_the_critic_loss():
         config_lib.validate(c)
 
 
+@pytest.mark.parametrize("loss", ["mse", "hl_gauss", "bernoulli"])
+def test_calibration_metrics_hand_computed(loss):
+    from rlvr_jax.rl.critic import calibration_metrics
+
+    # Two rows; row 0 correct. Support [-1, 1] maps v to p = (v + 1) / 2 (mse: p = v).
+    values = np.array([[0.0, 0.2, 0.6, 9.0], [0.0, -0.6, 0.4, 0.0]], np.float32)
+    mask = np.array([[0, 1, 1, 0], [0, 1, 1, 1]], bool)
+    correct = np.array([True, False])
+    got = calibration_metrics(values, mask, correct, loss=loss, v_min=-1.0, v_max=1.0)
+    p = np.clip(values if loss == "mse" else (values + 1) / 2, 0, 1)
+    o = np.array([[1.0] * 4, [0.0] * 4])
+    sel = [(0, 1), (0, 2), (1, 1), (1, 2), (1, 3)]
+    brier = np.mean([(p[i, j] - o[i, j]) ** 2 for i, j in sel])
+    assert got["critic/brier"] == pytest.approx(brier, abs=1e-6)
+    first = [(0, 1), (1, 1)]
+    assert got["critic/brier_first"] == pytest.approx(
+        np.mean([(p[i, j] - o[i, j]) ** 2 for i, j in first]), abs=1e-6
+    )
+    bins = {}
+    for i, j in sel:  # ECE over 10 equal-width bins: Σ_b |Σ o − Σ p| / N
+        b = min(int(p[i, j] * 10), 9)
+        so, sp = bins.get(b, (0.0, 0.0))
+        bins[b] = (so + o[i, j], sp + p[i, j])
+    ece = sum(abs(a - b) for a, b in bins.values()) / len(sel)
+    assert got["critic/ece"] == pytest.approx(ece, abs=1e-6)
+
+
 @pytest.mark.slow
 def test_hl_gauss_critic_trainer_pulse_and_checkpoint(tmp_path, monkeypatch):
     c = load_experiment("ppo", "pulse")
@@ -198,6 +225,11 @@ def test_hl_gauss_critic_trainer_pulse_and_checkpoint(tmp_path, monkeypatch):
     # Cross-entropy ≥ the targets' entropy > 0; finite on both steps (warm-up then joint).
     assert all(np.isfinite(x["value_loss"]) and x["value_loss"] > 0 for x in train)
     assert "loss" not in train[0] and np.isfinite(train[1]["loss"])
+    # The critic's calibration is logged every step and moves as the critic trains.
+    for x in train:
+        assert 0 <= x["critic/brier"] <= 1 and 0 <= x["critic/ece"] <= 1
+        assert 0 <= x["critic/brier_first"] <= 1 and 0 <= x["critic/ece_first"] <= 1
+    assert train[0]["critic/brier"] != train[1]["critic/brier"]
 
     again = trainer_lib.Trainer(c, tmp_path)
     state, step = again.io.restore(again.state, again.prompts)

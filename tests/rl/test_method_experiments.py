@@ -19,6 +19,7 @@ import pytest
 
 from rlvr_jax.core import dash as dash_lib
 from rlvr_jax.core import gapo as gapo_lib
+from rlvr_jax.core import om_grpo as om_lib
 from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import transform_names, validate
@@ -37,7 +38,22 @@ METHODS = {
     "cliff/cliff": dict(
         transforms="cliff",
         signals="first_mistake",
-        fields={"task.name": "arithmetic", "model.domain": "arithmetic", "credit.cliff.a": 1.0},
+        fields={
+            "task.name": "arithmetic",
+            "model.domain": "arithmetic",
+            "credit.cliff.a": 1.0,
+            "score.first_mistake.locator": "judge",
+        },
+    ),
+    "cliff/cliff_exact": dict(
+        transforms="cliff",
+        signals="first_mistake",
+        fields={"score.first_mistake.locator": "exact", "task.name": "arithmetic"},
+    ),
+    "cliff/cliff_noisy": dict(
+        transforms="cliff",
+        signals="first_mistake",
+        fields={"score.first_mistake.locator": "noisy", "score.first_mistake.error_rate": 0.3},
     ),
     "gapo/gapo": dict(
         loss="gapo",
@@ -98,7 +114,23 @@ METHODS = {
         # The failed rows' reverse KL is counted once, in the loss.
         fields={"credit.h2sd.kl_coef": 0.0, "loss.h2sd_kl.kl_coef": 1.0},
     ),
-    "cbpo/cbpo": dict(transforms="cbpo", signals="branches", fields={"credit.cbpo.s_min": 0.1}),
+    "h2sd/h2sd_full": dict(
+        transforms="h2sd",
+        loss="opd_full_kl",
+        signals="hint,teacher_hidden",
+        fields={"loss.opd_full_kl.rows": "failed", "score.teacher_hidden.source": "hint"},
+    ),
+    "opdvr/opd_full_kl": dict(
+        loss="opd_full_kl", signals="teacher_hidden", fields={"loss.opd_full_kl.rl_coef": 0.0}
+    ),
+    "opdvr/opd_topk_kl": dict(
+        loss="opd_topk_kl", signals="teacher_topk", fields={"score.teacher_topk.k": 16}
+    ),
+    "h2sd/rlsd": dict(
+        transforms="rlsd",
+        signals="hint",
+        fields={"credit.rlsd.low": 0.5, "credit.rlsd.renorm": True},
+    ),
     "om_grpo/om_grpo": dict(
         transforms="om_grpo", signals="answers", fields={"credit.om_grpo.mask_answer": True}
     ),
@@ -107,6 +139,7 @@ METHODS = {
         signals="answers,pair_compare",
         fields={"credit.om_grpo_contrast.lam": 0.5, "score.pair_compare.judge": "consensus"},
     ),
+    "om_grpo/ttrl": dict(signals="answers,majority_vote", fields={"data.group_size": 8}),
     "gar/gar": dict(
         signals="gar",
         credit="reinforce_pp",  # the GAR reward is the advantage (reference code)
@@ -152,9 +185,15 @@ PIPELINES = {"seq_opd_rl/pipeline", "rstg/rstg_sft"}
 
 
 def test_every_method_file_is_listed():
-    # The rollout-stage methods (oc_grpo, lspo, nc_grpo, agentic) have their own
+    # The rollout-stage methods (oc_grpo, lspo, nc_grpo, agentic, cbpo) have their own
     # directories and pulses in tests/rl/test_rollout_experiments.py.
-    found = sorted(f"{slug}/{p.stem}" for slug in SLUGS for p in (EXPERIMENTS / slug).glob("*.py"))
+    # repro.py files declare reproductions (rlvr_jax.repro; tests/repro), not configs.
+    found = sorted(
+        f"{slug}/{p.stem}"
+        for slug in SLUGS
+        for p in (EXPERIMENTS / slug).glob("*.py")
+        if p.name != "repro.py"
+    )
     assert sorted(set(found) - PIPELINES) == sorted(METHODS)
 
 
@@ -256,10 +295,12 @@ SCRIPT = (
 )
 SCRIPTED = {
     "cliff/cliff",
+    "cliff/cliff_exact",
+    "cliff/cliff_noisy",
+    "om_grpo/ttrl",
     "cue_grpo/cue_grpo",
     "om_grpo/om_grpo",
     "om_grpo/om_grpo_contrast",
-    "cbpo/cbpo",
     "rstg/rstg",
 }
 # Pulse-only overrides where the experiment's own pulse cannot move its quantity.
@@ -338,6 +379,8 @@ def _signal_fields(c) -> list[str]:
 
 
 def _expected_shape(field, rows, length, nodes):
+    if field.endswith(("_BxTxD", "_BxTxK")):  # per-token vectors: hidden states, top-k
+        return (rows, length)
     dims = {"B": rows, "T": length, "K": nodes}
     return tuple(dims[d] for d in field.rsplit("_", 1)[1].split("x"))
 
@@ -496,9 +539,36 @@ def _h2sd(c, bs, train):
     assert any(abs(x["reverse_kl"]) > 0 for x in train if "loss" in x)
 
 
-def _cbpo(c, bs, train):
-    assert any((b["branch_pos_K"] >= 0).any() for b in bs)
-    assert any(_moves(b["adv_BxT"], _grpo(b), b["mask_BxT"]) for b in bs)
+def _cliff_noisy(c, bs, train):
+    _cliff(c, bs, train)
+    assert all(0 < x["first_mistake/moved_frac"] <= 1 for x in train)  # the weak teacher errs
+
+
+def _rlsd(c, bs, train):
+    ratios = []
+    for b in bs:
+        a, m = _grpo(b), b["mask_BxT"]
+        on = m & (np.abs(a) > 1e-6)
+        ratios.extend((b["adv_BxT"][on] / a[on]).tolist())
+    assert np.ptp(ratios) > 1e-3 and min(ratios) > 0  # magnitudes move, signs never flip
+
+
+def _distribution_kl(c, bs, train):
+    assert all(x["reverse_kl"] > 0 for x in train if "loss" in x)  # the student ≠ the teacher
+
+
+def _h2sd_full(c, bs, train):
+    _h2sd(c, bs, train)
+    _distribution_kl(c, bs, train)
+
+
+def _ttrl(c, bs, train):
+    for b in bs:
+        want, _ = om_lib.majority_vote_rewards(b["answer_id_B"], b["group_B"], valid_B=b["valid_B"])
+        np.testing.assert_array_equal(b["rewards_B"], np.asarray(want))  # the vote, not the verdict
+    # An all-wrong group still has a majority answer: its voters get reward 1.
+    assert any((b["rewards_B"] > 0)[~b["correct_B"]].any() for b in bs)
+    assert all(0 <= x["ttrl/label_accuracy"] <= 1 for x in train)
 
 
 def _om(c, bs, train):
@@ -539,6 +609,13 @@ def _hl_gauss(c, bs, train):
 
 DEFINING = {
     "cliff/cliff": _cliff,
+    "cliff/cliff_exact": _cliff,
+    "cliff/cliff_noisy": _cliff_noisy,
+    "h2sd/rlsd": _rlsd,
+    "h2sd/h2sd_full": _h2sd_full,
+    "opdvr/opd_full_kl": _distribution_kl,
+    "opdvr/opd_topk_kl": _distribution_kl,
+    "om_grpo/ttrl": _ttrl,
     "gapo/gapo": _gapo,
     "gapo/gapo_gspo": _gapo,
     "opsa/opsa": _opsa,
@@ -552,7 +629,6 @@ DEFINING = {
     "cpo/cpo": _cpo,
     "cpo/entropy_shaping": _entropy_shaping,
     "h2sd/h2sd": _h2sd,
-    "cbpo/cbpo": _cbpo,
     "om_grpo/om_grpo": _om,
     "om_grpo/om_grpo_contrast": _om_contrast,
     "gar/gar": _gar,
@@ -607,7 +683,8 @@ def test_method_has_a_pulse(name, tmp_path, monkeypatch):
         nodes = c.score.branches.max_nodes or rows
         for field in _signal_fields(c):
             x = b[field]
-            assert x.shape == _expected_shape(field, rows, mask.shape[1], nodes), field
+            want = _expected_shape(field, rows, mask.shape[1], nodes)
+            assert x.shape[: len(want)] == want, field
             assert np.isfinite(x).all(), field
             if field.endswith("_logps_BxT"):  # log-probs of the sampled tokens, 0 off the mask
                 assert (x[mask] <= 0).all() and (x[~mask] == 0).all(), field

@@ -159,24 +159,32 @@ def dash_reduces():
     np.testing.assert_allclose(out, d * MASK, rtol=1e-5, atol=1e-6)
 
 
-def _branches(member, pos, start):
+def _branches(member, pos, start, shared=None):
     return dict(
         branch_member_KxB=np.array(member, bool),
         branch_pos_K=np.array(pos, np.int32),
         branch_start_B=np.array(start, np.int32),
+        branch_offset_B=np.zeros(B, np.int32),
+        branch_shared_BxB=np.zeros((B, B), np.int32) if shared is None else shared,
     )
 
 
 def cbpo_differs():
     # Node 0: rows 0, 1 (rewards 1, 0: CBV .5) from token 2; node 1: rows 4, 5 (1, 1: CBV 0)
     # from token 1. Mean CBV .25: factors clip(2) = 2 and clip(0 → .1) = .1. Row 1's
-    # shared prefix (tokens 0, 1) is its parent's: credit 0.
+    # shared prefix (tokens 0, 1) is its parent's: credit 0 there; row 0 credits it once
+    # with the mean advantage of the rows through it, (A0 − A0) / 2 = 0 (GRPO's net).
     m = np.zeros((2, B), bool)
     m[0, [0, 1]] = True
     m[1, [4, 5]] = True
-    b = make_batch(**_branches(m, [2, 1], [0, 2, 0, 0, 0, 1, 0, 0]))
+    shared = np.zeros((B, B), np.int32)
+    shared[0, 1] = shared[1, 0] = 2
+    shared[4, 5] = shared[5, 4] = 1
+    b = make_batch(**_branches(m, [2, 1], [0, 2, 0, 0, 0, 1, 0, 0], shared))
     a, out = transform("cbpo", b)
     want = a.copy()
+    want[0, :2] = (a[0, 0] + a[1, 0]) / 2
+    want[4, :1] = (a[4, 0] + a[5, 0]) / 2
     want[0, 2:] *= 2
     want[1, 2:] *= 2
     want[1, :2] = 0
@@ -363,6 +371,27 @@ def h2sd_reduces():
     np.testing.assert_allclose(out, a, **TOL)
 
 
+def rlsd_differs():
+    # RLSD modulates magnitudes on every row: correct row 0 as H²SD's success side
+    # ((2, 1, 1, 1, .5) / 1.1); wrong row 1 (d = .2, −.4, .1, 0) gets A·exp(d)/mean
+    # instead of H²SD's A + d; signs never change.
+    d = np.zeros((B, T))
+    d[0] = [math.log(3), 0, 0, 0, math.log(0.25)]
+    d[1, :4] = [0.2, -0.4, 0.1, 0.0]
+    a, out = transform("rlsd", with_d(d, key="hint_logps_BxT"))
+    np.testing.assert_allclose(out[0], A0 * np.array([2, 1, 1, 1, 0.5]) / 1.1, rtol=1e-5)
+    w = np.exp(d[1, :4])
+    np.testing.assert_allclose(out[1, :4], -A0 * w / w.mean(), rtol=1e-5)
+    np.testing.assert_allclose(out[2:], a[2:], **TOL)
+    assert (np.sign(out) == np.sign(a)).all()
+
+
+def rlsd_reduces():
+    # ℓ^H = ℓ^S: every m_t = 1, GRPO.
+    a, out = transform("rlsd", with_d(np.zeros((B, T)), key="hint_logps_BxT"))
+    np.testing.assert_allclose(out, a, **TOL)
+
+
 def cpo_differs():
     # A + λ·τ·tanh(d/τ) with λ_correct = .1, λ_wrong = .3 (τ = 1).
     d = _d(scale=1.5)
@@ -465,6 +494,28 @@ def pair_reduces():
     np.testing.assert_allclose(out, loo[:, None] * MASK, **TOL)
 
 
+def grsd_differs():
+    # Row 0 (A0 > 0) has ℓ^T − ℓ^S = .3 on every token: w = e^.3; row 1 (−A0) the same gap:
+    # w = e^−.3 (a failure the guidance expects is penalised less); row 7 (−3·A1) gap −2:
+    # e^2 clipped to 2. Rows without a gap keep A.
+    d = np.zeros((B, T))
+    d[0], d[1], d[7] = 0.3, 0.3, -2.0
+    a, out = transform("grsd", with_d(d, key="guidance_logps_BxT"))
+    want = a.copy()
+    want[0] *= np.exp(0.3)
+    want[1] *= np.exp(-0.3)
+    want[7] *= 2.0
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def grsd_reduces():
+    # The self-teacher agrees with the policy (no guidance): every weight is 1; λ = 0 too.
+    a, out = transform("grsd", with_d(np.zeros((B, T)), key="guidance_logps_BxT"))
+    np.testing.assert_allclose(out, a, **TOL)
+    a, out = transform("grsd", with_d(_d(), key="guidance_logps_BxT"), lam=0.0)
+    np.testing.assert_allclose(out, a, **TOL)
+
+
 TRANSFORM_CASES = {
     "answer_mask": (answer_mask_differs, answer_mask_reduces),
     "cbpo": (cbpo_differs, cbpo_reduces),
@@ -472,9 +523,11 @@ TRANSFORM_CASES = {
     "cpo": (cpo_differs, cpo_reduces),
     "cscr": (cscr_differs, cscr_reduces),
     "cue_grpo": (cue_differs, cue_reduces),
+    "grsd": (grsd_differs, grsd_reduces),
     "dash": (dash_differs, dash_reduces),
     "entropy_shaping": (entropy_shaping_differs, entropy_shaping_reduces),
     "h2sd": (h2sd_differs, h2sd_reduces),
+    "rlsd": (rlsd_differs, rlsd_reduces),
     "om_grpo": (om_grpo_differs, om_grpo_reduces),
     "om_grpo_contrast": (om_contrast_differs, om_contrast_reduces),
     "opd_additive": (opd_additive_differs, opd_additive_reduces),
@@ -632,6 +685,83 @@ def h2sd_kl_reduces():
     np.testing.assert_allclose(out, ppo(ADV), rtol=1e-5, atol=1e-6)
 
 
+D, V = 3, 7
+
+
+def _vocab_fields(seed=0, same=False):
+    """Student/teacher hidden states and kernels (D = 3, V = 7) on the batch's positions."""
+    rng = np.random.default_rng(seed)
+    h_s, w_s = rng.normal(0, 1, (B, T, D)), rng.normal(0, 1, (D, V))
+    h_t, w_t = (h_s, w_s) if same else (rng.normal(0, 1, (B, T, D)), rng.normal(0, 1, (D, V)))
+    f32 = lambda x: np.asarray(x, np.float32)  # noqa: E731
+    return dict(
+        hidden_BxTxD=f32(h_s),
+        output_kernel_DxV=f32(w_s),
+        teacher_hidden_BxTxD=f32(h_t),
+        teacher_kernel_DxV=f32(w_t),
+        correct_B=CORRECT,
+    )
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def _np_kl(f, k=None):
+    """KL(π_s ‖ π_t) per token, over the teacher's top-k (renormalised) when k is given."""
+    ls = _log_softmax(f["hidden_BxTxD"] @ f["output_kernel_DxV"])
+    lt = _log_softmax(f["teacher_hidden_BxTxD"] @ f["teacher_kernel_DxV"])
+    if k is not None:
+        ids = np.argsort(-lt, -1)[..., :k]
+        ls = _log_softmax(np.take_along_axis(ls, ids, -1))
+        lt = _log_softmax(np.take_along_axis(lt, ids, -1))
+    return (np.exp(ls) * (ls - lt)).sum(-1)
+
+
+def _topk_fields(f, k):
+    lt = _log_softmax(f["teacher_hidden_BxTxD"] @ f["teacher_kernel_DxV"])
+    ids = np.argsort(-lt, -1)[..., :k]
+    return dict(
+        f,
+        teacher_topk_ids_BxTxK=ids.astype(np.int32),
+        teacher_topk_logps_BxTxK=np.take_along_axis(lt, ids, -1).astype(np.float32),
+    )
+
+
+def opd_full_kl_differs():
+    # rl_coef = 0, rows "all": the loss is the full-vocabulary reverse KL (NumPy softmax
+    # over V = 7), > 0 on every token; rows "failed" keeps only the wrong rows' KL.
+    f = _vocab_fields()
+    kl = _np_kl(f) * MASK
+    np.testing.assert_allclose(loss("opd_full_kl", ADV, mb_extra=f), kl, rtol=1e-5, atol=1e-6)
+    assert kl[MASK].min() > 1e-3
+    out = loss("opd_full_kl", ADV, mb_extra=f, rows="failed", rl_coef=1.0)
+    want = ppo(ADV) + np.where(CORRECT[:, None], 0, kl)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def opd_full_kl_reduces():
+    # The teacher is the student: KL = 0, and with rl_coef = 1 the loss is PPO clip.
+    out = loss("opd_full_kl", ADV, mb_extra=_vocab_fields(same=True), rl_coef=1.0)
+    np.testing.assert_allclose(out, ppo(ADV), rtol=1e-5, atol=1e-5)
+
+
+def opd_topk_kl_differs():
+    # k = 2: the KL of both distributions renormalised on the teacher's 2 best tokens.
+    f = _topk_fields(_vocab_fields(), 2)
+    kl = _np_kl(f, k=2) * MASK
+    np.testing.assert_allclose(loss("opd_topk_kl", ADV, mb_extra=f), kl, rtol=1e-5, atol=1e-6)
+    assert kl[MASK].max() > 1e-3
+
+
+def opd_topk_kl_reduces():
+    # k = V (the whole vocabulary): the top-k KL is the full one (opd_full_kl).
+    f = _topk_fields(_vocab_fields(), V)
+    full = loss("opd_full_kl", ADV, mb_extra=f)
+    np.testing.assert_allclose(loss("opd_topk_kl", ADV, mb_extra=f), full, rtol=1e-5, atol=1e-6)
+
+
 def _behaviour(delta):
     return {"behaviour_logps_BxT": make_batch()["old_logps_BxT"] - delta * MASK}
 
@@ -669,6 +799,8 @@ LOSS_CASES = {
     "h2sd_kl": (h2sd_kl_differs, h2sd_kl_reduces),
     "lspo": (lspo_differs, lspo_reduces),
     "oc_grpo": (oc_grpo_differs, oc_grpo_reduces),
+    "opd_full_kl": (opd_full_kl_differs, opd_full_kl_reduces),
+    "opd_topk_kl": (opd_topk_kl_differs, opd_topk_kl_reduces),
     "ppo_clip": (ppo_clip_differs, ppo_clip_reduces),
 }
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 import dataclasses
 import types
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the signals)
 from rlvr_jax import tasks
-from rlvr_jax.rl import credit, signals
+from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl.methods import model_signals as ms
+from rlvr_jax.rl.methods import teacher_dists as td
 from rlvr_jax.tasks import arithmetic
 from rlvr_jax.train import warmstart
 
@@ -66,7 +68,7 @@ def _task_case(names, responses, group, problems, rewards=None, **options):
     provided = [f for n in names.split(",") for f in signals.provides(n.strip())]
     out = {f: full[f] for f in provided}
     fields = {f: full[f] for f in full.names()}
-    fields.update(rewards_B=g.rewards, mask_BxT=mask, **out)
+    fields.update({"rewards_B": g.rewards, "mask_BxT": mask, **out})
     return out, fields, _grpo(g.rewards, g.group, g.valid, mask)
 
 
@@ -99,6 +101,29 @@ def first_mistake_reduces():
     )
     np.testing.assert_array_equal(out["first_mistake_B"], [-1, 0, -1, 0])
     np.testing.assert_allclose(_apply("cliff", a, f), a, **TOL)
+
+
+def majority_vote_differs():
+    # Answers (31, 31, 32, 35), verdicts (0, 0, 1, 0): TTRL rewards the majority 31,
+    # (1, 1, 0, 0), so GRPO on them gives ±0.5/(√(1/3) + ε) where the verifier's
+    # rewards would give (−.5, −.5, 1.5, −.5).
+    responses = [BAD_LINE2, BAD_LINE2, GOOD1, BAD_LINE1]
+    out, f, a = _task_case("answers,majority_vote", responses, [0] * 4, [_problem(P1)])
+    np.testing.assert_array_equal(out["rewards_B"], [1, 1, 0, 0])
+    got = _grpo(out["rewards_B"], [0] * 4, [True] * 4, f["mask_BxT"])
+    a0 = 0.5 / (np.sqrt(1 / 3) + 1e-6)
+    np.testing.assert_allclose(got, np.array([a0, a0, -a0, -a0])[:, None] * f["mask_BxT"], **TOL)
+    assert np.abs(got - a).max() > 1
+
+
+def majority_vote_reduces():
+    # The majority answer is the right one and every wrong answer differs from it:
+    # the majority's rewards are the verifier's, GRPO exactly.
+    responses = [GOOD1, GOOD1, GOOD1, BAD_LINE2]
+    out, f, a = _task_case("answers,majority_vote", responses, [0] * 4, [_problem(P1)])
+    np.testing.assert_array_equal(out["rewards_B"], [1, 1, 1, 0])
+    got = _grpo(out["rewards_B"], [0] * 4, [True] * 4, f["mask_BxT"])
+    np.testing.assert_allclose(got, a, **TOL)
 
 
 P2 = "(7 + 5) * (3 + 4)"
@@ -171,7 +196,8 @@ def branches_differs():
     # Group 0: "12 + 1" / "12 - 1" share "12 " (node at 3, rewards 1, 0: CBV .5); group 1:
     # "5 5" / "5 6" share "5 " (node at 2, rewards 1, 1: CBV 0), "7" / "7 8" share "7"
     # (node at 1, rewards 1, 0: CBV .5). Mean CBV 1/3: factors 1.5, .1 (clipped), 1.5 on
-    # each node's continuation; a later row's shared prefix gets 0 (credited once).
+    # each node's continuation; a later row's shared prefix gets 0 (credited once), the
+    # first row's the mean advantage of the two rows through it.
     rs = ["12 + 1", "12 - 1", "9", "8", "5 5", "5 6", "7", "7 8"]
     rewards = [1, 0, 1, 0, 1, 1, 1, 0]
     out, f, a = _task_case("branches", rs, [0] * 4 + [1] * 4, [_problem(P1)] * 2, rewards)
@@ -189,7 +215,10 @@ def branches_differs():
         want[row, cols[row][pos:]] *= factor
     for row, start in [(1, 3), (5, 2), (7, 1)]:
         want[row, cols[row][:start]] = 0
+        mean = (a[row - 1, cols[row - 1][0]] + a[row, cols[row][0]]) / 2
+        want[row - 1, cols[row - 1][:start]] = mean
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(want[0, cols[0][:3]], a[0, cols[0][:3]])  # (A − A) / 2 = 0
 
 
 def branches_reduces():
@@ -438,27 +467,210 @@ def mopd_reduces(model_case):
     np.testing.assert_allclose(_apply("opd_additive", a, {**b, **out}), a, **MODEL_TOL)
 
 
+def _student_states(ctx, b, topk=0):
+    """The policy's own next-token states on the plain rows (`teacher_dists.make_state_fn`)."""
+    p = ctx.policy
+    fn = td.make_state_fn(p.graphdef, topk=topk)
+    return np.asarray(fn(p.params, p.rest, b["tokens_BxT"], b["attention_mask_BxT"]))
+
+
+def _kl_loss(name, b, a, fields, **hp):
+    """Per-token loss `name` at θ = θ_old (ratio 1: its PPO part is −A)."""
+    entry = objectives.POLICY_LOSSES.get(name)
+    old = jnp.asarray(b["old_logps_BxT"])
+    hp = {**entry.defaults, **hp}
+    out, _ = entry.fn(old, old, jnp.asarray(a), b["mask_BxT"], mb=fields, **hp)
+    return np.asarray(out)
+
+
+def _vocab_mb(ctx, b, out):
+    kernel = np.asarray(context_model(ctx).output_kernel(), np.float32)
+    return dict(
+        out,
+        hidden_BxTxD=_student_states(ctx, b),
+        output_kernel_DxV=kernel,
+        teacher_kernel_DxV=kernel,  # a self-teacher: the policy's own kernel
+        correct_B=b["correct_B"],
+    )
+
+
+def _np_log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def teacher_hidden_differs(model_case):
+    # Self-teacher on the hinted view: opd_full_kl (rl_coef = 1) is PPO (−A at θ_old)
+    # plus the full-vocabulary KL of the policy's plain vs hinted next-token
+    # distributions (NumPy softmax over the vocabulary), > 0 on the response tokens.
+    ctx, g, b, a = model_case
+    out = td.teacher_hidden(ctx, g, b, **{**_TD_OPTS, "template": HINT_TPL})
+    mb = _vocab_mb(ctx, b, out)
+    w = mb["output_kernel_DxV"]
+    ls = _np_log_softmax(mb["hidden_BxTxD"] @ w)
+    lt = _np_log_softmax(out["teacher_hidden_BxTxD"] @ w)
+    m = b["mask_BxT"]
+    kl = np.where(m, (np.exp(ls) * (ls - lt)).sum(-1), 0)
+    got = _kl_loss("opd_full_kl", b, a, mb, rl_coef=1.0)
+    np.testing.assert_allclose(got - (-a * m), kl, rtol=1e-4, atol=2e-5)
+    assert kl[m].max() > 1e-3
+
+
+def teacher_hidden_reduces(model_case):
+    # No privileged information in the view: the teacher's states are the student's,
+    # KL = 0, and opd_full_kl (rl_coef = 1) is PPO clip.
+    ctx, g, b, a = model_case
+    out = td.teacher_hidden(_no_hint(ctx), g, b, **{**_TD_OPTS, "template": "{prompt}{hint}"})
+    mb = _vocab_mb(ctx, b, out)
+    m = b["mask_BxT"][..., None]
+    np.testing.assert_allclose(
+        out["teacher_hidden_BxTxD"], np.where(m, mb["hidden_BxTxD"], 0), rtol=0, atol=1e-4
+    )
+    got = _kl_loss("opd_full_kl", b, a, mb, rl_coef=1.0)
+    np.testing.assert_allclose(got, -a * b["mask_BxT"], **MODEL_TOL)
+
+
+def teacher_topk_differs(model_case):
+    # k = 4 tokens of the hinted view; opd_topk_kl (rl_coef = 0) is the KL of the plain
+    # and hinted distributions renormalised on those 4 tokens (NumPy).
+    ctx, g, b, a = model_case
+    out = td.teacher_topk(ctx, g, b, k=4, **{**_TD_OPTS, "template": HINT_TPL})
+    mb = _vocab_mb(ctx, b, out)
+    ids = out["teacher_topk_ids_BxTxK"]
+    ls = _np_log_softmax(mb["hidden_BxTxD"] @ mb["output_kernel_DxV"])
+    ls = _np_log_softmax(np.take_along_axis(ls, ids, -1))
+    lt = _np_log_softmax(out["teacher_topk_logps_BxTxK"])
+    m = b["mask_BxT"]
+    kl = np.where(m, (np.exp(ls) * (ls - lt)).sum(-1), 0)
+    np.testing.assert_allclose(_kl_loss("opd_topk_kl", b, a, mb), kl, rtol=1e-4, atol=2e-5)
+    assert kl[m].max() > 1e-3
+
+
+def teacher_topk_reduces(model_case):
+    # The plain view: the teacher's top-k are the student's own, KL = 0, PPO clip.
+    ctx, g, b, a = model_case
+    out = td.teacher_topk(_no_hint(ctx), g, b, k=4, **{**_TD_OPTS, "template": "{prompt}{hint}"})
+    got = _kl_loss("opd_topk_kl", b, a, _vocab_mb(ctx, b, out), rl_coef=1.0)
+    np.testing.assert_allclose(got, -a * b["mask_BxT"], **MODEL_TOL)
+
+
+_TD_OPTS = dict(source="hint", domain="", role="teacher", path="")
+
+
+def _tree_case(parent, pos, rewards, lengths):
+    """A branched group (ids 0..n−1; each row's response is its path after its branch point)."""
+    n = len(parent)
+    own = np.asarray(lengths) - np.asarray(pos)
+    mask = np.arange(max(lengths))[None, :] < own[:, None]
+    b = {
+        "group_B": np.zeros(n, np.int32),
+        "valid_B": np.ones(n, bool),
+        "branch_id_B": np.arange(n, dtype=np.int32),
+        "branch_parent_B": np.asarray(parent, np.int32),
+        "branch_pos_B": np.asarray(pos, np.int32),
+    }
+    out = signals.SIGNALS.get("branch_tree").fn(None, None, b)
+    b.update(out, rewards_B=np.asarray(rewards, np.float32), mask_BxT=mask)
+    return out, b, _grpo(rewards, b["group_B"], b["valid_B"], mask)
+
+
+def branch_tree_differs():
+    # Root 0 (reward 1) with branches 2, 3 at 2 (rewards 0, 0): node CBV √2/3; root 1
+    # (reward 0) with branches 4, 5 at 1 (1, 0): CBV .5. Mean .486: factors .970, 1.03.
+    # Root 0's tokens 0, 1 are on rows 0, 2, 3: credited once, with their mean advantage.
+    rewards = [1.0, 0, 0, 0, 1, 0]
+    out, b, a = _tree_case([-1, -1, 0, 0, 1, 1], [0, 0, 2, 2, 1, 1], rewards, [5] * 6)
+    got = _apply("cbpo", a, b)
+    cbv = np.array([np.std([1, 0, 0]), np.std([0, 1, 0])])
+    f = np.clip(cbv / (cbv.mean() + 1e-6), 0.1, 3.0)
+    k = int(np.flatnonzero(out["branch_pos_K"] == 2)[0])
+    f = f if k == 0 else f[::-1]
+    want = np.zeros_like(a)
+    want[0, :2] = a[[0, 2, 3], 0].mean()
+    want[0, 2:] = f[0] * a[0, 2:]
+    want[2:4, :3] = f[0] * a[2:4, :3]
+    want[1, :1] = a[[1, 4, 5], 0].mean()
+    want[1, 1:] = f[1] * a[1, 1:]
+    want[4:6, :4] = f[1] * a[4:6, :4]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert abs(want[0, 0] - a[0, 0]) > 0.1 and (np.sign(got[2:4, :3]) == np.sign(a[2:4, :3])).all()
+
+
+def branch_tree_reduces():
+    # Only roots (no branch): no node, nothing shared: CBPO is GRPO. A node whose parent and
+    # branches all agree, the only node: factor 1, and it shares nothing before it (pos 0 is
+    # never a branch point, but a branch at 1 shares token 0: rows agree, mean = A).
+    _, b, a = _tree_case([-1] * 4, [0] * 4, [1.0, 0, 1, 0], [4, 3, 5, 2])
+    np.testing.assert_allclose(_apply("cbpo", a, b), a, **TOL)
+    _, b, a = _tree_case([-1, -1, 0, 0], [0, 0, 1, 1], [1.0, 0, 1, 1], [4, 4, 4, 4])
+    want = a.copy()
+    want[0, :1] = a[[0, 2, 3], 0].mean()
+    np.testing.assert_allclose(_apply("cbpo", a, b), want, **TOL)
+    np.testing.assert_allclose(want[0], a[0], **TOL)  # equal advantages: the mean is A
+
+
+def _guided(model_case, text):
+    """The model case with every row of group 0 guided by `text` (GRSD's guidance ids)."""
+    from rlvr_jax.rollout.reflective import GUIDANCE_FIELD
+
+    ctx, g, b, a = model_case
+    ids = np.full((len(g.group), 16), -1, np.int32)
+    tok = ctx.tokenizer.encode(text)[:16] if text else []
+    ids[g.group == 0, : len(tok)] = tok
+    return ctx, g, {**b, GUIDANCE_FIELD: ids}, a
+
+
+def guidance_differs(model_case):
+    # GRSD: the guided view moves ℓ^T on group 0's rows only; the grsd weights follow it.
+    ctx, g, b, a = _guided(model_case, "Multiply first, then add.")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}\nGuidance: {guidance}")
+    d = out["guidance_logps_BxT"] - b["old_logps_BxT"]
+    assert np.abs(d[g.group == 0]).max() > 1e-3 and (d[g.group != 0] == 0).all()
+    got = _apply("grsd", a, {**b, **out})
+    m = b["mask_BxT"] & (a != 0)
+    assert np.abs(got[m] / a[m] - 1).max() > 1e-3 and (np.sign(got[m]) == np.sign(a[m])).all()
+
+
+def guidance_reduces(model_case):
+    # No guidance at all: ℓ^T = ℓ^S exactly, GRSD is GRPO; a template that drops the
+    # guidance scores the plain view (ℓ^S up to the re-layout's float noise).
+    ctx, g, b, a = _guided(model_case, "")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}\nGuidance: {guidance}")
+    np.testing.assert_array_equal(out["guidance_logps_BxT"], b["old_logps_BxT"])
+    np.testing.assert_allclose(_apply("grsd", a, {**b, **out}), a, **TOL)
+    ctx, g, b, a = _guided(model_case, "Multiply first, then add.")
+    out = signals.SIGNALS.get("guidance").fn(ctx, g, b, template="{prompt}")
+    np.testing.assert_allclose(out["guidance_logps_BxT"], b["old_logps_BxT"], **MODEL_TOL)
+
+
 SIGNAL_CASES = {
     "answers": (answers_differs, answers_reduces),
+    "branch_tree": (branch_tree_differs, branch_tree_reduces),
     "branches": (branches_differs, branches_reduces),
     "cscr_shift": (cscr_shift_differs, cscr_shift_reduces),
     "cue": (cue_differs, cue_reduces),
     "first_mistake": (first_mistake_differs, first_mistake_reduces),
     "gar": (gar_differs, gar_reduces),
+    "guidance": (guidance_differs, guidance_reduces),
     "group_success": (group_success_differs, group_success_reduces),
     "hint": (hint_differs, hint_reduces),
     "language": (language_differs, language_reduces),
+    "majority_vote": (majority_vote_differs, majority_vote_reduces),
     "mopd": (mopd_differs, mopd_reduces),
     "pair_compare": (pair_compare_differs, pair_compare_reduces),
     "teacher": (teacher_differs, teacher_reduces),
+    "teacher_hidden": (teacher_hidden_differs, teacher_hidden_reduces),
+    "teacher_topk": (teacher_topk_differs, teacher_topk_reduces),
 }
 TASK_SIGNALS = (
     "answers",
+    "branch_tree",
     "branches",
     "cue",
     "first_mistake",
     "group_success",
     "language",
+    "majority_vote",
     "pair_compare",
 )
 

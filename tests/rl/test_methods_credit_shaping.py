@@ -51,6 +51,9 @@ def _batch(seed=0):
         "branch_member_KxB": np.array([[1, 1, 1, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 0, 0]], bool),
         "branch_pos_K": np.array([1, -1], np.int32),  # node 1 is padding
         "branch_start_B": np.array([0, 1, 1, 0, 0, 0, 0, 0], np.int32),
+        "branch_offset_B": np.zeros(B, np.int32),
+        # Rows 0, 1, 2 share their first token (the node at 1); the others nothing.
+        "branch_shared_BxB": np.pad(np.ones((3, 3), np.int32), (0, B - 3)),
         "answer_id_B": np.array([3, 3, 1, -1, 2, 2, 2, 5], np.int32),
         "answer_start_B": np.array([2, -1, 3, 0, 1, 2, 3, -1], np.int32),
         "answer_end_B": np.array([4, -1, 4, 1, 3, 4, 4, -1], np.int32),
@@ -101,7 +104,8 @@ def _kernel(name, adv, b, hp):
         pos = b["branch_pos_K"]
         out, _ = cbpo.cbpo_advantages(
             adv, m, b["rewards_B"], b["branch_member_KxB"], pos, b["branch_start_B"],
-            valid_K=pos >= 0, **hp,
+            valid_K=pos >= 0, offset_B=b["branch_offset_B"], shared_BxB=b["branch_shared_BxB"],
+            **hp,
         )  # fmt: skip
         return out
     if name == "answer_mask":

@@ -19,6 +19,7 @@ from rlvr_jax.rl import config as config_lib
 from rlvr_jax.rl import signals
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import model_signals as ms
+from rlvr_jax.rl.methods import teacher_dists as td
 from rlvr_jax.rollout import Groups, score
 from rlvr_jax.tasks import arithmetic
 from rlvr_jax.testing import parity_score_rows, score_context, tiny_config
@@ -236,7 +237,11 @@ def test_teacher_equals_an_independent_scorer_call(setup):
     np.testing.assert_allclose(
         out["teacher_logps_BxT"], np.where(b["mask_BxT"], want, 0), atol=1e-5, rtol=1e-5
     )
-    assert len(ctx.cache) == 1  # loaded once, reused on the next call
+
+    def teachers():
+        return [k for k in ctx.cache if isinstance(k, tuple) and k[0] == "teacher"]
+
+    assert len(teachers()) == 1  # loaded once, reused on the next call
     again = ms.teacher(
         ctx,
         g,
@@ -248,7 +253,7 @@ def test_teacher_equals_an_independent_scorer_call(setup):
         template=HINT_TPL,
     )
     np.testing.assert_array_equal(again["teacher_logps_BxT"], out["teacher_logps_BxT"])
-    assert len(ctx.cache) == 1
+    assert len(teachers()) == 1
 
 
 def test_teacher_source_hint_is_the_hint_view(setup):
@@ -269,6 +274,74 @@ def test_teacher_with_another_tokenizer_is_refused():
         ms.load_teacher(ctx, source="warm_start", domain="arithmetic", role="teacher", path="")
     with pytest.raises(ValueError, match=r"source = 'hub'; valid"):
         ms.load_teacher(ctx, source="hub", domain="", role="teacher", path="")
+
+
+# -------------------------------------------------------------- teacher states
+def test_teacher_hidden_and_topk_equal_a_direct_forward_of_the_hint_view(setup):
+    ctx, g, b = setup
+    ctx = dataclasses.replace(ctx, cache={})
+    model = _model(ctx)
+    kw = dict(source="hint", domain="", role="teacher", path="", template=HINT_TPL)
+    h = td.teacher_hidden(ctx, g, b, **kw)["teacher_hidden_BxTxD"]
+    top = td.teacher_topk(ctx, g, b, k=3, **kw)
+    m = b["mask_BxT"]
+    rows, length = m.shape
+    texts = [p.prompt + "\n" + ctx.task.hint(p) for p in (_problem(g, i) for i in range(rows))]
+    for i in range(rows):
+        if not m[i].any():
+            assert not h[i].any() and not top["teacher_topk_ids_BxTxK"][i].any()
+            continue
+        p = encode_prompt(ctx.tokenizer, texts[i])
+        r = g.tokens[i][m[i]].tolist()
+        ids = np.asarray([p + r], np.int32)
+        out = model.forward(ids, np.ones_like(ids), return_hidden=True)
+        lo = len(p)
+        want_h = np.asarray(out.hidden[0, lo - 1 : lo - 1 + len(r)])  # state before each token
+        np.testing.assert_allclose(h[i][m[i]], want_h, atol=2e-5)
+        lp = jax.nn.log_softmax(np.asarray(out.logits[0, lo - 1 : lo - 1 + len(r)]), -1)
+        want_v, want_i = jax.lax.top_k(lp, 3)
+        np.testing.assert_allclose(top["teacher_topk_logps_BxTxK"][i][m[i]], want_v, atol=2e-5)
+        np.testing.assert_array_equal(top["teacher_topk_ids_BxTxK"][i][m[i]], want_i)
+        assert not h[i][~m[i]].any()
+
+
+# ----------------------------------------------------------------------- diagnostics
+def test_hint_diagnostics_are_the_noise_and_agreement_kernels(setup):
+    from rlvr_jax.core import opsa
+    from rlvr_jax.rl.methods import locators
+
+    ctx, g, b = setup
+    ctx.metrics.clear()
+    lp = ms.hint(ctx, g, b, template=HINT_TPL, correct_template="", diagnostics=True)
+    lp = lp["hint_logps_BxT"]
+    got = dict(ctx.metrics)
+    exact = dict(locator="exact", error_rate=0.0, noise_seed=0, judge_domain="", judge_role="judge")
+    first = locators.first_mistake(ctx, g, b, **exact, judge_max_new_tokens=8)["first_mistake_B"]
+    assert (first >= 0).any()  # random responses: the locator finds mistakes
+    m, old, ok = b["mask_BxT"], b["old_logps_BxT"], b["correct_B"]
+    want = dict(opsa.teacher_noise_stats(lp, old, ok, m))
+    want.update(opsa.mistake_sign_agreement(lp, old, first, m))
+    r = np.where(m, lp - old, 0.0)
+    want["r_mean_correct"] = r[m & ok[:, None]].mean()
+    want["r_mean_wrong"] = r[m & ~ok[:, None]].mean()
+    assert set(got) == {f"hint/{k}" for k in want}
+    for k, v in want.items():
+        assert got[f"hint/{k}"] == pytest.approx(float(v), abs=1e-6), k
+    assert got["hint/located_rows"] == float((first >= 0).sum())
+    ctx.metrics.clear()
+    ms.hint(ctx, g, b, template=HINT_TPL, correct_template="", diagnostics=False)
+    assert ctx.metrics == {}
+
+
+def test_diagnostics_without_a_locator_log_only_the_noise_stats(setup):
+    ctx, g, b = setup
+    countdown = tasks.get("countdown", **warmstart.TASK_OPTIONS["countdown"])
+    cd_ctx = dataclasses.replace(ctx, task=countdown, metrics={})
+    ms.teacher_diagnostics(cd_ctx, g, b, b["old_logps_BxT"] + 0.5, prefix="teacher")
+    assert "teacher/sign_agree" not in cd_ctx.metrics
+    assert cd_ctx.metrics["teacher/noise_frac_correct"] == 0.0  # r = +0.5 everywhere
+    assert cd_ctx.metrics["teacher/noise_frac_wrong"] == 1.0
+    assert cd_ctx.metrics["teacher/r_mean_wrong"] == pytest.approx(0.5)
 
 
 # ------------------------------------------------------------------------ end to end
@@ -313,6 +386,10 @@ def test_trainer_pulse_with_a_model_signal(transform, signal, tmp_path, monkeypa
     train = [x for x in lines if x["split"] == "train"]
     assert [x["step"] for x in train] == [1, 2]
     assert all(np.isfinite(x["loss"]) for x in train)
+    # The signal's diagnostics reach metrics.jsonl every step (arithmetic has a locator).
+    for x in train:
+        assert 0.0 <= x[f"{signal}/noise_frac"] <= 1.0
+        assert 0.0 <= x[f"{signal}/sign_agree_balanced"] <= 1.0
     ctx, g, b, out = seen[0]
     field = signals.provides(signal)[0]
     m = b["mask_BxT"]

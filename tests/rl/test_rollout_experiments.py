@@ -1,4 +1,4 @@
-"""The rollout-stage methods' experiments (issue 14): configs, and pulses that log and assert
+"""The rollout-stage methods' experiments (issues 14, 15): configs, and pulses that log and assert
 each method's defining quantity (a plain-rollout GRPO run would fail every one)."""
 
 import importlib.util
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax.models import lora
+from rlvr_jax.rl import credit
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import validate
 from rlvr_jax.rollout import score
@@ -21,7 +22,11 @@ ROLLOUTS = {
     "lspo/lspo": ("lora_scaffold", ("", "arithmetic", "pulse")),
     "nc_grpo/nc_grpo": ("latent_noise", ("", "arithmetic", "pulse")),
     "agentic/tool_lookup": ("multi_turn", ("", "pulse")),
+    "cbpo/cbpo": ("branching", ("", "arithmetic", "pulse")),
+    "grsd/grsd": ("reflective", ("", "arithmetic", "countdown", "pulse")),
 }
+# Rollouts that sample from another context or weights than π_old (the trainer re-scores).
+OFF_POLICY = ("guided", "lora_scaffold", "latent_noise")
 
 
 def load(name, variant):
@@ -40,9 +45,18 @@ def test_rollout_experiment_configs(name):
         c = load(name, variant)
         validate(c)
         assert c.rollout.name == rollout and c.is_locked
-        assert c.loss.recompute_old_logps == (rollout != "multi_turn")
+        assert c.loss.recompute_old_logps == (rollout in OFF_POLICY)
     with pytest.raises(ValueError, match="variant"):
         load(name, "no_such_variant")
+
+
+def _grpo(b):
+    """The GRPO advantages of a captured batch (the input of the credit transforms)."""
+    entry = credit.ESTIMATORS.get("grpo")
+    num_groups = int(b["group_B"].max()) + 1
+    adv, _ = entry.fn(b["rewards_B"], b["group_B"], b["valid_B"], b["mask_BxT"],
+                      num_groups=num_groups, values_BxT=None, **entry.defaults)  # fmt: skip
+    return np.asarray(adv)
 
 
 def _lines(workdir):
@@ -79,6 +93,15 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
         monkeypatch.setattr(score, "score_rows", parity_score_rows)
     c = load(name, "pulse")
     c.eval.at_start = False
+    batches = []
+    original = trainer_lib.Trainer.credit
+
+    def keep_batch(self, batch, step, num_groups):
+        b = original(self, batch, step, num_groups)
+        batches.append({k: np.asarray(b[k]) for k in b.names()})
+        return b
+
+    monkeypatch.setattr(trainer_lib.Trainer, "credit", keep_batch)
     if credit == "gae":
         c.credit.name, c.critic.enabled = "gae", True
     trainer = trainer_lib.Trainer(c, tmp_path)
@@ -104,7 +127,28 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
         assert any(abs(x.get("is_weight@scaffold", 1.0) - 1) > 1e-4 for x in train)
         assert not lora.has_lora(trainer.model)
         assert not lora.has_lora(trainer.sampler.model)
+    if rollout == "branching":  # real branches on every root, CBV logged, tree credit used
+        assert all(x["rollout/branches_per_root"] > 1 for x in train)
+        assert all(x["rollout/branched"] == 0.75 for x in train)  # 6 of G = 8 rows
+        assert all(0 <= x["rollout/node_cbv"] <= 0.5 for x in train)
+        assert any(x["rollout/node_cbv"] > 0 for x in train)
+        for b in batches:
+            tree = b["branch_parent_B"] >= 0
+            assert (b["branch_offset_B"][tree] >= 1).all() and b["branch_shared_BxB"].any()
+            assert (b["branch_pos_K"] >= 0).sum() == 3 * c.data.prompts_per_step
+    if rollout == "reflective":  # reflections written, guidance moves ℓ^T and the credit
+        assert all(x["rollout/reflection_len"] >= 1 for x in train)
+        assert any(x["grsd/guided_rows"] > 0 and x["grsd/abs_shift"] > 1e-4 for x in train)
+        moved = False
+        for b in batches:
+            a, m = _grpo(b), b["mask_BxT"] & (_grpo(b) != 0)
+            assert (np.sign(b["adv_BxT"][m]) == np.sign(a[m])).all()  # sign kept
+            moved |= bool(np.abs(b["adv_BxT"][m] / a[m] - 1).max() > 1e-4) if m.any() else False
+        assert moved
     if rollout == "multi_turn":
         assert all(1 <= x["rollout/turns"] <= 5 for x in train)
         assert any(x["rollout/turns"] > 1 for x in train)
+        evals = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+        evals = [x for x in evals if x["split"] == "eval"]  # whole episodes, turns logged
+        assert evals and all(1 <= x["mean_turns"] <= 5 for x in evals)
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

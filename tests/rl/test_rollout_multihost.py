@@ -47,10 +47,11 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_lora_scaffold_refuses_several_processes(monkeypatch):
-    c = load("lspo/lspo", "pulse")
+@pytest.mark.parametrize("name", ["lspo/lspo", "grsd/grsd"])
+def test_per_host_rollouts_refuse_several_processes(name, monkeypatch):
+    c = load(name, "pulse")
     monkeypatch.setattr(trainer_lib.jax, "process_count", lambda: 2)
-    with pytest.raises(NotImplementedError, match="config.rollout.name = 'lora_scaffold'"):
+    with pytest.raises(NotImplementedError, match=f"config.rollout.name = '{c.rollout.name}'"):
         trainer_lib._check_processes(c, None)
 
 

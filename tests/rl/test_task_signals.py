@@ -123,6 +123,82 @@ def test_first_mistake_subword_tokenizer_points_at_the_wrong_line():
     assert tok.decode(ids[k:]).startswith("12 * 3 = 35")
 
 
+def _first_mistake_ctx(task, tok, g, **options):
+    """A fresh context (own caches and metrics) and the signal's options."""
+    c = config.default_config()
+    for key, value in options.items():
+        c.score.first_mistake[key] = value
+    ctx = dataclasses.replace(
+        _context(), tokenizer=tok, task=task, cache={}, step_cache={}, metrics={}
+    )
+    return ctx, {"first_mistake": c.score.first_mistake.to_dict()}
+
+
+def _locate(ctx, g, options):
+    return signals.compute(ctx, g, batch_lib.from_groups(g), ["first_mistake"], options)[
+        "first_mistake_B"
+    ]
+
+
+def test_first_mistake_judge_locator_maps_named_lines(monkeypatch):
+    from rlvr_jax.train import judge
+
+    task = arithmetic.ArithmeticTask()
+    responses = [
+        GOOD1,  # correct: never judged
+        "7 + 5 = 12\n12 * 3 = 35\nAnswer: 31",  # judge says line 2 (char 11), as the exact one
+        "7 + 5 = 13\n13 * 3 = 39\nAnswer: 35",  # judge says line 3 (char 23; exact: line 1)
+        "7 + 5 = 12\n12 * 3 = 36\n36 - 4 = 32",  # judge says line 9: past the end, the stop token
+        "7 + 5 = 12\n12 + 3 = 15\nAnswer: 11",  # "None": nothing located
+        "7 + 5 = 11",  # unparsable answer: nothing located
+    ]
+    g = _groups(CHARS, task, [_problem(P1)], responses, [0] * 6)
+    answers = {1: "Line 2", 2: "line 3", 3: "Line 9", 4: "None", 5: "it is wrong"}
+    seen = []
+
+    def fake_judge_lines(sampler, tokenizer, problems, texts, key, *, max_new_tokens):
+        seen.append((list(texts), max_new_tokens))
+        raw = [answers[responses.index(t)] for t in texts]
+        return [judge.parse_judgement(r) for r in raw], raw
+
+    monkeypatch.setattr(judge, "judge_lines", fake_judge_lines)
+    ctx, opts = _first_mistake_ctx(task, CHARS, g, locator="judge", judge_domain="arithmetic")
+    ctx.cache[("judge", "arithmetic", "judge")] = (None, CHARS)  # no model: the fake judges
+    out = _locate(ctx, g, opts)
+    np.testing.assert_array_equal(out, [-1, 11, 23, len(responses[3]), -1, -1])
+    assert seen == [(responses[1:], 8)]  # wrong rows only, in order
+    m = ctx.metrics
+    assert m["first_mistake/judge_unparsed"] == pytest.approx(1 / 5)
+    assert m["first_mistake/judge_agree_exact"] == pytest.approx(2 / 5)  # rows 1 and 3
+    assert m["first_mistake/located_frac"] == pytest.approx(3 / 5)
+
+
+def test_first_mistake_noisy_locator_and_bad_options():
+    task = arithmetic.ArithmeticTask()
+    wrong = ["7 + 5 = 12\n12 * 3 = 35\nAnswer: 31", "7 + 5 = 13\n13 * 3 = 39\nAnswer: 35"]
+    g = _groups(CHARS, task, [_problem(P1)], wrong * 20, [0] * 40)
+    exact = _compute("first_mistake", task, CHARS, g)["first_mistake_B"]
+    for rate, moved in ((0.0, 0.0), (1.0, 1.0)):
+        ctx, opts = _first_mistake_ctx(task, CHARS, g, locator="noisy", error_rate=rate)
+        out = _locate(ctx, g, opts)
+        assert np.mean(out != exact) == moved
+        assert ctx.metrics["first_mistake/moved_frac"] == moved
+        assert (out >= 0).all() and (out <= len(wrong[0])).all()
+    again = _locate(ctx, g, opts)
+    np.testing.assert_array_equal(again, out)  # seeded by (noise_seed, the step's rows)
+    ctx, opts = _first_mistake_ctx(task, CHARS, g, locator="noisy", error_rate=0.5)
+    half = _locate(ctx, g, opts)
+    opts["first_mistake"]["noise_seed"] = 1
+    assert (_locate(ctx, g, opts) != half).any()  # another seed, other moves
+    for options, match in (
+        (dict(locator="oracle"), "valid: exact"),
+        (dict(locator="noisy", error_rate=2.0), "0, 1"),
+    ):
+        ctx, opts = _first_mistake_ctx(task, CHARS, g, **options)
+        with pytest.raises(ValueError, match=match):
+            _locate(ctx, g, opts)
+
+
 def test_first_mistake_multilingual_and_no_step_verifier():
     task = multilingual.MultilingualArithmetic(language="es")
     p = _problem(P1, "es")

@@ -5,12 +5,16 @@ Each module wraps pure kernels from `rlvr_jax.core` into the stage registries of
 """
 
 from rlvr_jax.rl.methods import (  # noqa: F401
+    branch_signals,
     credit_shaping,
     distill,
     gar_signal,
     gradient_signals,
+    grsd,
     language,
+    locators,
     model_signals,
     mopd,
     task_signals,
+    teacher_dists,
 )

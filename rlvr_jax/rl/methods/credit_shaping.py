@@ -4,7 +4,7 @@ Credit transforms (`config.credit.transforms`, applied after the estimator):
   cliff            first_mistake_B                  core.cliff
   cue_grpo         cue_B                            core.cue
   dash             teacher_logps_BxT                core.dash (self-teacher log-probs)
-  cbpo             branch_member_KxB, branch_pos_K, branch_start_B     core.cbpo
+  cbpo             BRANCH_FIELDS (branch_member_KxB, ...)              core.cbpo
   om_grpo          answer_id_B, answer_start_B, answer_end_B           core.om_grpo
   om_grpo_contrast + pair_wins_BxB, pair_compared_BxB                  core.om_grpo
   answer_mask      answer_start_B, answer_end_B     core.om_grpo.answer_span_mask
@@ -28,6 +28,15 @@ from rlvr_jax.core import dash as dash_lib
 from rlvr_jax.core import off_context
 from rlvr_jax.core import om_grpo as om_lib
 from rlvr_jax.rl import credit, objectives
+
+# CBPO's branch layout (core.cbpo's module doc), from the "branch_tree" or "branches" signal.
+BRANCH_FIELDS = (
+    "branch_member_KxB",
+    "branch_pos_K",
+    "branch_start_B",
+    "branch_offset_B",
+    "branch_shared_BxB",
+)
 
 
 @credit.TRANSFORMS.register("cliff", requires=("first_mistake_B",), a=1.0, b=1.0, scale=True)
@@ -89,13 +98,18 @@ def dash(adv_BxT, batch, *, gamma, h_min, h_max, kappa, coef, outcome_coef):
 
 @credit.TRANSFORMS.register(
     "cbpo",
-    requires=("branch_member_KxB", "branch_pos_K", "branch_start_B"),
+    requires=BRANCH_FIELDS,
     s_min=0.1,
     s_max=3.0,
     eps=1e-6,
 )
 def cbpo(adv_BxT, batch, *, s_min, s_max, eps):
-    """CBPO: CBV-rescaled credit segments; nodes with branch_pos_K < 0 are padding."""
+    """CBPO: CBV-rescaled credit segments, shared prefixes credited once (tree mean).
+
+    Nodes with branch_pos_K < 0 are padding. The layout comes from the score
+    signal "branch_tree" (the branching rollout's tree) or "branches" (prefixes
+    that independent samples happen to share).
+    """
     pos_K = jnp.asarray(batch["branch_pos_K"], jnp.int32)
     out, _ = cbpo_lib.cbpo_advantages(
         adv_BxT,
@@ -105,6 +119,8 @@ def cbpo(adv_BxT, batch, *, s_min, s_max, eps):
         pos_K,
         batch["branch_start_B"],
         valid_K=pos_K >= 0,
+        offset_B=batch["branch_offset_B"],
+        shared_BxB=batch["branch_shared_BxB"],
         s_min=s_min,
         s_max=s_max,
         eps=eps,

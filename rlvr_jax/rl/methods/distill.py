@@ -11,6 +11,7 @@ advantages as their masked row mean:
   saf_opd           SAF fusion A + w(s)·C(S(A_OPD))                          teacher_logps_BxT
   rstg              OPD on all-wrong groups, confidence-weighted tokens      teacher_logps_BxT
   h2sd              H²SD modulation / reverse-KL reward by verdict           hint_logps_BxT
+  rlsd              RLSD magnitude-only modulation A·m_t on every row        hint_logps_BxT
   cpo               CPO guided-vs-plain disagreement shaping                 hint_logps_BxT
   entropy_shaping   entropy-based advantage shaping (CPO's baseline)         -
   opsa              OPSA entropy-scaled negative advantage                   -
@@ -20,10 +21,14 @@ saf_opd's warm-up/anneal schedule takes the RL step as an argument
 (`uses_step`). Groups: rstg needs a static group count; it uses the number of rows, an
 upper bound on the group ids.
 
-Policy loss (config.loss.name):
+Policy losses (config.loss.name):
   h2sd_kl           PPO clip + λ·(failed rows) sampled-token reverse KL to the
                     hinted teacher on the current log-probs; mb needs
                     hint_logps_BxT and correct_B.
+  opd_full_kl       rl_coef·PPO clip + kl_coef·full-vocabulary reverse KL to the
+                    teacher (teacher_hidden signal), on all or the failed rows
+                    (H²SD's full-distribution failure side).
+  opd_topk_kl       the same over the teacher's top-k tokens (teacher_topk signal).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from rlvr_jax.core import opd
 from rlvr_jax.core import opsa as opsa_lib
 from rlvr_jax.core import rstg as rstg_lib
 from rlvr_jax.core import saf_opd as saf_lib
+from rlvr_jax.models import vocab
 from rlvr_jax.rl import objectives
 from rlvr_jax.rl.credit import TRANSFORMS
 
@@ -135,6 +141,19 @@ def h2sd(adv_BxT, batch, **hp):
     )
 
 
+@TRANSFORMS.register("rlsd", requires=(HINT,), low=0.5, high=2.0, renorm=True)
+def rlsd(adv_BxT, batch, *, low, high, renorm):
+    """RLSD: A'_t = A_t·m_t on every row, m_t = clip(exp(ℓ^H − ℓ^S), a, b) (magnitude only).
+
+    H²SD's success-side modulation (`h2sd.success_modulation`) applied to correct
+    and wrong rows alike, with no reverse-KL term: H²SD's comparison row.
+    """
+    m = h2sd_lib.success_modulation(
+        batch[HINT], batch["old_logps_BxT"], batch["mask_BxT"], low=low, high=high, renorm=renorm
+    )
+    return jnp.where(jnp.asarray(batch["mask_BxT"], bool), adv_BxT * m, 0.0)
+
+
 @TRANSFORMS.register("cpo", requires=(HINT,), beta=1.0, lam_correct=0.1, lam_wrong=0.1, tau=1.0)
 def cpo(adv_BxT, batch, **hp):
     """CPO: β·A_t + λ_{c_i}·b(ℓ^G − ℓ^S), ℓ^G the reference-guided log-probs (hint_logps_BxT)."""
@@ -184,3 +203,70 @@ def h2sd_kl(logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, *, mb, eps_low, eps_hig
     kl = jnp.where(failed, kl, 0.0)
     stats = dict(stats, reverse_kl=kl)
     return pg + kl_coef * kl, stats
+
+
+# Fields the update provides to losses that ask for them (`rl.update`): the student's
+# final hidden states (entry t predicts token t) and output kernel, and the teacher's
+# output kernel (the external teacher's, or the student's own, stop-gradient, for a
+# self-teacher).
+HIDDEN, KERNEL, TEACHER_KERNEL = "hidden_BxTxD", "output_kernel_DxV", "teacher_kernel_DxV"
+KL_ROWS = ("all", "failed")
+
+
+def _kl_loss(kl_BxT, logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, mb, hp):
+    """rl_coef·PPO clip + kl_coef·KL_t on the selected rows (all, or the failed ones)."""
+    if hp["rows"] not in KL_ROWS:
+        raise ValueError(f"reverse-KL loss rows {hp['rows']!r}; valid: {KL_ROWS}")
+    pg, stats = objectives.ppo_clip(
+        logps_BxT,
+        old_logps_BxT,
+        adv_BxT,
+        mask_BxT,
+        eps_low=hp["eps_low"],
+        eps_high=hp["eps_high"],
+        dual_clip=0,
+    )
+    sel = jnp.asarray(mask_BxT, bool)
+    if hp["rows"] == "failed":
+        sel = sel & ~jnp.asarray(mb["correct_B"], bool)[:, None]
+    kl = jnp.where(sel, kl_BxT, 0.0)
+    return hp["rl_coef"] * pg + hp["kl_coef"] * kl, dict(stats, reverse_kl=kl)
+
+
+_KL_HP = dict(rows="all", rl_coef=0.0, kl_coef=1.0, eps_low=0.2, eps_high=0.2)
+
+
+@objectives.POLICY_LOSSES.register(
+    "opd_full_kl",
+    requires=(HIDDEN, KERNEL, TEACHER_KERNEL, "teacher_hidden_BxTxD", "correct_B"),
+    chunk=8192,
+    **_KL_HP,
+)
+def opd_full_kl(logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, *, mb, chunk, **hp):
+    """OPD with the full-vocabulary reverse KL(π_θ ‖ π_T) per token (vocabulary-chunked).
+
+    loss_t = rl_coef·PPO(A_t) + kl_coef·KL_t on `rows` ("all"; H²SD's failure
+    side: "failed"), KL_t = Σ_v π_θ(v)(log π_θ(v) − log π_T(v))
+    (`models.vocab.reverse_kl`: no [B, T, V] array, forward or backward).
+    """
+    kl = vocab.reverse_kl(
+        mb[HIDDEN], mb[KERNEL], mb["teacher_hidden_BxTxD"], mb[TEACHER_KERNEL], chunk=chunk
+    )
+    return _kl_loss(kl, logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, mb, hp)
+
+
+@objectives.POLICY_LOSSES.register(
+    "opd_topk_kl",
+    requires=(HIDDEN, KERNEL, "teacher_topk_logps_BxTxK", "teacher_topk_ids_BxTxK", "correct_B"),
+    **_KL_HP,
+)
+def opd_topk_kl(logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, *, mb, **hp):
+    """OPD with the reverse KL over the teacher's top-k tokens, both renormalised on them.
+
+    As `opd_full_kl` with KL_t = Σ_{v∈S_t} π̂_θ(v)(log π̂_θ(v) − log π̂_T(v)), S_t
+    the teacher's k most likely tokens (`core.opd.topk_reverse_kl`); the
+    student's logits are gathered at S_t only.
+    """
+    logits = opd.gather_logits(mb[HIDDEN], mb[KERNEL], mb["teacher_topk_ids_BxTxK"])
+    kl = opd.topk_reverse_kl(logits, mb["teacher_topk_logps_BxTxK"])
+    return _kl_loss(kl, logps_BxT, old_logps_BxT, adv_BxT, mask_BxT, mb, hp)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlvr_jax.rl import signals
-from rlvr_jax.rl.methods.task_signals import _rows
+from rlvr_jax.rl.methods.task_signals import step_rows
 from rlvr_jax.tasks.multilingual import LANGUAGES, language_reward
 
 
@@ -50,7 +50,7 @@ def language_signal(ctx, groups, batch, *, weight, language):
         raise ValueError(
             f"config.score.language.language = {language!r}; valid: '', {', '.join(LANGUAGES)}"
         )
-    rows = _rows(ctx, groups)
+    rows = step_rows(ctx, groups)
     targets = []
     for row in rows:
         if row is not None and not language and "language" not in row.problem.metadata:

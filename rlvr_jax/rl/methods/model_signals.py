@@ -10,6 +10,9 @@
                cf_shift_incorrect_BxT  log-probs under a context asserting the answer is
                                        correct / incorrect (CSCR)
 
+The teacher's whole next-token distribution (teacher_hidden, teacher_topk) is
+in `teacher_dists`; the policy's loaded teachers and re-layout are shared.
+
 Every field is 0 outside `mask_BxT`. A *context view* re-lays each row out as
 [left padding][re-encoded prompt with the context][the row's own response
 columns] (`relayout`), scores it with the policy's scorer (`ctx.policy`) in row chunks
@@ -34,9 +37,12 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed, sharding
+from rlvr_jax.core import opsa
 from rlvr_jax.rl import signals
+from rlvr_jax.rl.methods import task_signals
 from rlvr_jax.rl.update import make_scorer
 from rlvr_jax.tokenizers import encode_prompt
+from rlvr_jax.train import privileged
 
 TEMPLATE_FIELDS = ("prompt", "hint", "solution", "response")
 TEACHER_SOURCES = ("warm_start", "pretrained", "hint")
@@ -103,11 +109,17 @@ def relayout(
 
 
 def map_back(values_RxN: np.ndarray, layout: Relayout, length: int) -> np.ndarray:
-    """values at the new columns -> [R, length] at the old ones (0 before each response)."""
+    """values at the new columns -> [R, length, ...] at the old ones (0 before each response).
+
+    Trailing dimensions (hidden states [R, N, D], top-k [R, N, K]) are carried along.
+    """
+    values = np.asarray(values_RxN)
     cols_L = np.arange(length)
-    src_RxL = np.clip(cols_L[None] + layout.offset_R[:, None], 0, values_RxN.shape[1] - 1)
-    out = np.take_along_axis(np.asarray(values_RxN), src_RxL, axis=1)
-    return np.where(cols_L[None] >= layout.start_R[:, None], out, 0.0)
+    src_RxL = np.clip(cols_L[None] + layout.offset_R[:, None], 0, values.shape[1] - 1)
+    extra = (1,) * (values.ndim - 2)
+    out = np.take_along_axis(values, src_RxL.reshape(src_RxL.shape + extra), axis=1)
+    keep = (cols_L[None] >= layout.start_R[:, None]).reshape(src_RxL.shape + extra)
+    return np.where(keep, out, np.zeros((), values.dtype))
 
 
 # --------------------------------------------------------------------- context views
@@ -173,6 +185,36 @@ def _masked(x_BxT, batch) -> np.ndarray:
     return np.where(batch["mask_BxT"], x_BxT, 0.0).astype(np.float32)
 
 
+# --------------------------------------------------------------------- diagnostics
+def teacher_diagnostics(ctx, groups, batch, teacher_BxT, *, prefix: str) -> None:
+    """Adds a teacher field's informativeness statistics to `ctx.metrics` as "<prefix>/<name>".
+
+    With r_t = ℓ^T_t − ℓ^S_t (ℓ^S = old_logps_BxT): OPSA's teacher-noise
+    fractions (`core.opsa.teacher_noise_stats`, criterion "verdict"), the mean
+    r_t on correct and on wrong rows, and, where the task has an exact
+    first-wrong-step locator (arithmetic), the per-token agreement of sign(r_t)
+    with the first mistake (`core.opsa.mistake_sign_agreement`; first_mistake_B
+    from the batch when a signal before provided it, else located here).
+    """
+    s, m = batch["old_logps_BxT"], np.asarray(batch["mask_BxT"], bool)
+    correct = np.asarray(batch["correct_B"], bool)
+    stats = dict(opsa.teacher_noise_stats(teacher_BxT, s, correct, m))
+    locate = task_signals.step_locator(ctx.task)
+    if locate is not None:
+        if "first_mistake_B" in batch:
+            first = batch["first_mistake_B"]
+        else:
+            first = task_signals.first_mistake_indices(
+                locate, task_signals.step_rows(ctx, groups), ~correct
+            )
+        stats.update(opsa.mistake_sign_agreement(teacher_BxT, s, first, m))
+    r = np.where(m, np.asarray(teacher_BxT, np.float32) - np.asarray(s, np.float32), 0.0)
+    for label, rows in (("correct", correct), ("wrong", ~correct)):
+        sel = m & rows[:, None]
+        stats[f"r_mean_{label}"] = float(r[sel].mean()) if sel.any() else 0.0
+    ctx.metrics.update({f"{prefix}/{k}": float(v) for k, v in stats.items()})
+
+
 # ------------------------------------------------------------------------- teacher
 def load_teacher(ctx, *, source: str, domain: str, role: str, path: str) -> signals.Scorer:
     """The teacher's Scorer, loaded once per run into `ctx.cache`.
@@ -226,8 +268,9 @@ def load_teacher(ctx, *, source: str, domain: str, role: str, path: str) -> sign
     role="teacher",
     path="",
     template="{prompt}\n{hint}",
+    diagnostics=True,
 )
-def teacher(ctx, groups, batch, *, source, domain, role, path, template):
+def teacher(ctx, groups, batch, *, source, domain, role, path, template, diagnostics=True):
     """ℓ^T: log-probs of the sampled tokens under a teacher (0 outside mask_BxT).
 
     Options:
@@ -239,21 +282,29 @@ def teacher(ctx, groups, batch, *, source, domain, role, path, template):
       role: warm-start role ("teacher" or "base").
       path: pretrained directory.
       template: the prompt template of source "hint" (fields as `render_prompts`).
+      diagnostics: log `teacher_diagnostics` as "teacher/*" in the step's metrics.
     """
     if source == "hint":
         rows = len(groups.tokens)
         lp = policy_context_logps(ctx, groups, [template] * rows, option="score.teacher.template")
-        return {"teacher_logps_BxT": _masked(lp, batch)}
-    scorer = load_teacher(ctx, source=source, domain=domain, role=role, path=path)
-    lp = scorer.logps(batch["tokens_BxT"], batch["attention_mask_BxT"])
-    return {"teacher_logps_BxT": _masked(lp, batch)}
+    else:
+        scorer = load_teacher(ctx, source=source, domain=domain, role=role, path=path)
+        lp = scorer.logps(batch["tokens_BxT"], batch["attention_mask_BxT"])
+    lp = _masked(lp, batch)
+    if diagnostics:
+        teacher_diagnostics(ctx, groups, batch, lp, prefix="teacher")
+    return {"teacher_logps_BxT": lp}
 
 
 # ---------------------------------------------------------------------------- hint
 @signals.register(
-    "hint", provides=("hint_logps_BxT",), template="{prompt}\n{hint}", correct_template=""
+    "hint",
+    provides=("hint_logps_BxT",),
+    template="{prompt}\n{hint}",
+    correct_template="",
+    diagnostics=True,
 )
-def hint(ctx, groups, batch, *, template, correct_template):
+def hint(ctx, groups, batch, *, template, correct_template, diagnostics=True):
     """ℓ^H: the current policy's log-probs of the sampled tokens under privileged context.
 
     Options:
@@ -263,34 +314,43 @@ def hint(ctx, groups, batch, *, template, correct_template):
         rows, e.g. H²SD's hindsight rephrasing view
         "{prompt}\\nA correct solution:\\n{response}\\nRephrase it in your own words."
         (its success branch only modulates magnitudes; failed rows keep the hint view).
+      diagnostics: log `teacher_diagnostics` of ℓ^H as "hint/*" in the step's metrics.
     """
     correct = np.asarray(batch["correct_B"], bool)
     alt = correct_template or template
     templates = [alt if c else template for c in correct]
-    lp = policy_context_logps(ctx, groups, templates, option="score.hint.template")
-    return {"hint_logps_BxT": _masked(lp, batch)}
+    lp = _masked(policy_context_logps(ctx, groups, templates, option="score.hint.template"), batch)
+    if diagnostics:
+        teacher_diagnostics(ctx, groups, batch, lp, prefix="hint")
+    return {"hint_logps_BxT": lp}
 
 
 # ---------------------------------------------------------------------- cscr_shift
 @signals.register(
     "cscr_shift",
     provides=("cf_shift_correct_BxT", "cf_shift_incorrect_BxT"),
-    correct_template="{prompt}\nNote: the answer below is correct.",
-    incorrect_template="{prompt}\nNote: the answer below is incorrect.",
+    correct_template=privileged.ASSERTED_CORRECT_VIEW,
+    incorrect_template=privileged.ASSERTED_INCORRECT_VIEW,
+    diagnostics=True,
 )
-def cscr_shift(ctx, groups, batch, *, correct_template, incorrect_template):
+def cscr_shift(ctx, groups, batch, *, correct_template, incorrect_template, diagnostics=True):
     """CSCR's counterfactual shifts Δ⁺_t = ℓ⁺_t − ℓ_t and Δ⁻_t = ℓ⁻_t − ℓ_t.
 
     ℓ± are the current policy's log-probs of the sampled tokens with the prompt
     rendered from `correct_template` / `incorrect_template` (contexts asserting
     the answer is correct / incorrect; wording ours), ℓ = old_logps_BxT.
+    diagnostics: log `teacher_diagnostics` of ℓ⁺ and ℓ⁻ as "cscr_correct/*" and
+    "cscr_incorrect/*" (an informative "incorrect" context has the opposite signs).
     """
     rows = len(groups.tokens)
     out = {}
     for field, tpl, name in (
-        ("cf_shift_correct_BxT", correct_template, "correct_template"),
-        ("cf_shift_incorrect_BxT", incorrect_template, "incorrect_template"),
+        ("cf_shift_correct_BxT", correct_template, "correct"),
+        ("cf_shift_incorrect_BxT", incorrect_template, "incorrect"),
     ):
-        lp = policy_context_logps(ctx, groups, [tpl] * rows, option=f"score.cscr_shift.{name}")
+        option = f"score.cscr_shift.{name}_template"
+        lp = _masked(policy_context_logps(ctx, groups, [tpl] * rows, option=option), batch)
+        if diagnostics:
+            teacher_diagnostics(ctx, groups, batch, lp, prefix=f"cscr_{name}")
         out[field] = _masked(lp - batch["old_logps_BxT"], batch)
     return out

@@ -1,11 +1,14 @@
 """Score-stage signals read off the decoded responses and the task (no model forward).
 
   signal         fields                                         consumer
-  first_mistake  first_mistake_B                                cliff (core.cliff)
+  first_mistake  first_mistake_B                                cliff (core.cliff); its
+                                                                locators are in `locators`
   cue            cue_B                                          cue_grpo (core.cue)
   answers        answer_id_B, answer_start_B, answer_end_B      om_grpo, answer_mask
+  majority_vote  rewards_B (replaces the verifier's)            TTRL baseline (grpo)
   pair_compare   pair_wins_BxB, pair_compared_BxB               om_grpo_contrast
-  branches       branch_member_KxB, branch_pos_K, branch_start_B   cbpo (core.cbpo)
+  branches       branch_member_KxB, branch_pos_K, branch_start_B,  cbpo (core.cbpo)
+                 branch_offset_B, branch_shared_BxB
 
 A row's text is the verifier's: the decoded response tokens before the first
 stop id (`rollout.score.score_rows`). Token indices count the row's response
@@ -29,6 +32,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from rlvr_jax.core import om_grpo
 from rlvr_jax.core.cliff import first_mistake_index, prefix_offsets
 from rlvr_jax.rl import signals
 from rlvr_jax.tasks import arithmetic, countdown, multilingual
@@ -75,23 +79,60 @@ def token_offsets(decode, ids, text=None, pieces=None) -> list[tuple[int, int]]:
     return list(zip([0, *ends], ends, strict=False))
 
 
-def _rows(ctx, groups) -> list[_Row | None]:
+def step_rows(ctx, groups) -> list[_Row | None]:
     """The step's decoded rows (None for invalid ones), shared by the signals of one step."""
     cached = ctx.step_cache.get(_CACHE_KEY)
     if cached is not None and cached[0] is groups:
         return cached[1]
-    tok = ctx.tokenizer
-    rows: list[_Row | None] = []
-    pieces: dict[int, str] = {}
-    for r in range(len(groups.tokens)):
-        if not groups.valid[r]:
-            rows.append(None)
-            continue
-        ids = cut_at_stop(groups.tokens[r][groups.response_mask[r]].tolist(), tok.stop_ids)
-        problem = groups.problems[int(groups.group[r])]
-        rows.append(_Row(problem, ids, tok.decode(ids), tok.decode, pieces))
+    rows = decode_rows(
+        ctx.tokenizer,
+        [groups.problems[int(g)] for g in groups.group],
+        groups.tokens,
+        groups.response_mask,
+        groups.valid,
+    )
     ctx.step_cache[_CACHE_KEY] = (groups, rows)
     return rows
+
+
+def decode_rows(tokenizer, problems_R, tokens_RxL, response_mask_RxL, valid_R) -> list[_Row | None]:
+    """Each valid row's problem, response ids cut at the first stop id, and decoded text.
+
+    Args:
+      tokenizer: decodes and gives the stop ids.
+      problems_R: the problem of each row.
+      tokens_RxL, response_mask_RxL: the rows and their sampled-response columns.
+      valid_R: rows to decode (the others are None).
+    """
+    rows: list[_Row | None] = []
+    pieces: dict[int, str] = {}
+    for r, problem in enumerate(problems_R):
+        if not valid_R[r]:
+            rows.append(None)
+            continue
+        ids = cut_at_stop(tokens_RxL[r][response_mask_RxL[r]].tolist(), tokenizer.stop_ids)
+        rows.append(_Row(problem, ids, tokenizer.decode(ids), tokenizer.decode, pieces))
+    return rows
+
+
+def step_locator(task) -> Callable | None:
+    """The task's exact first-wrong-step locator `(problem, text) -> StepCheck`, or None."""
+    return getattr(task, "first_wrong_step", None)  # the step-verifier interface
+
+
+def first_mistake_indices(locate, rows, wrong_R) -> np.ndarray:
+    """[R] int32 first mistaken response-token index of each wrong row (−1 elsewhere).
+
+    Args:
+      locate: `(problem, text) -> StepCheck` (`step_locator`).
+      rows: `decode_rows`' rows (None = invalid).
+      wrong_R: bool, the rows to locate (wrong verdicts).
+    """
+    out = np.full(len(rows), -1, np.int32)
+    for i, row in enumerate(rows):
+        if row is not None and wrong_R[i]:
+            out[i] = first_mistake_index(locate(row.problem, row.text).char_span, row.offsets)
+    return out
 
 
 def intern_ids(keys) -> np.ndarray:
@@ -101,34 +142,6 @@ def intern_ids(keys) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ first mistake
-@signals.register("first_mistake", provides=("first_mistake_B",))
-def first_mistake(ctx, groups, batch):
-    """Cliff's locator: the task's step verifier, mapped to a response-token index.
-
-    first_mistake_B[i] = the first token of the first wrong step line of wrong
-    row i (`task.first_wrong_step(problem, text).char_span`, mapped by
-    `core.cliff.first_mistake_index`); the number of text tokens (the stop
-    token) for a missing step or answer at the end; −1 for correct or invalid
-    rows and when the verifier finds no wrong step.
-
-    Raises:
-      ValueError: the task has no step verifier.
-    """
-    task = ctx.task
-    locate = getattr(task, "first_wrong_step", None)  # the step-verifier interface
-    if locate is None:
-        raise ValueError(
-            f"config.score.signals: 'first_mistake' needs a task with a step verifier "
-            f"(arithmetic, multilingual_arithmetic); task {task.name!r} has none"
-        )
-    correct = np.asarray(batch["correct_B"], bool)
-    out = np.full(len(correct), -1, np.int32)
-    for i, row in enumerate(_rows(ctx, groups)):
-        if row is not None and not correct[i]:
-            out[i] = first_mistake_index(locate(row.problem, row.text).char_span, row.offsets)
-    return {"first_mistake_B": out}
-
-
 # -------------------------------------------------------------------------- cue
 def _cue_reader(task):
     if isinstance(task, countdown.Countdown):
@@ -150,7 +163,7 @@ def cue(ctx, groups, batch):
     `countdown.trace_family`), −1 without a readable cue or for invalid rows.
     """
     read = _cue_reader(ctx.task)
-    rows = _rows(ctx, groups)
+    rows = step_rows(ctx, groups)
     return {"cue_B": intern_ids(None if r is None else read(r.problem, r.text) for r in rows)}
 
 
@@ -242,7 +255,7 @@ def answers(ctx, groups, batch):
     −1/−1 without one (an unparsable answer keeps its span).
     """
     find, canon = _answer_reader(ctx.task)
-    rows = _rows(ctx, groups)
+    rows = step_rows(ctx, groups)
     keys, start, end = [], np.full(len(rows), -1, np.int32), np.full(len(rows), -1, np.int32)
     for i, row in enumerate(rows):
         span = None if row is None else find(row.text)
@@ -250,6 +263,39 @@ def answers(ctx, groups, batch):
         if span is not None:
             start[i], end[i] = arithmetic.token_span(span, row.offsets)
     return {"answer_id_B": intern_ids(keys), "answer_start_B": start, "answer_end_B": end}
+
+
+# ---------------------------------------------------------------- majority vote
+@signals.register("majority_vote", provides=("rewards_B",), requires=("answer_id_B",))
+def majority_vote(ctx, groups, batch):
+    """TTRL's label-free reward, replacing the verifier's: 1 for the group's majority answer.
+
+    rewards_B[i] = 1 when row i's canonical answer (`answers`) is the most common
+    one of its group (`core.om_grpo.majority_vote_rewards`: ties to the first
+    seen; rows without an answer 0). The verifier's verdicts stay in correct_B
+    for reporting only. Logs "ttrl/label_accuracy" (share of groups with a
+    majority whose majority answer the verifier accepts) and
+    "ttrl/reward_accuracy" (share of valid rows whose reward equals the verdict).
+    """
+    valid = np.asarray(batch["valid_B"], bool)
+    rewards, majority = om_grpo.majority_vote_rewards(
+        batch["answer_id_B"], batch["group_B"], valid_B=valid
+    )
+    rewards, majority = np.asarray(rewards, np.float32), np.asarray(majority)
+    correct = np.asarray(batch["correct_B"], bool)
+    answer = np.asarray(batch["answer_id_B"])
+    group = np.asarray(batch["group_B"])
+    right, labelled = 0, 0
+    for g in np.unique(group[valid]):
+        rows = valid & (group == g)
+        top = majority[rows][0]
+        if top >= 0:
+            labelled += 1
+            right += bool((correct & rows & (answer == top)).any())
+    ctx.metrics["ttrl/label_accuracy"] = right / max(labelled, 1)
+    agree = ((rewards > 0) == correct)[valid]
+    ctx.metrics["ttrl/reward_accuracy"] = float(agree.mean()) if agree.size else 0.0
+    return {"rewards_B": rewards}
 
 
 # ----------------------------------------------------------------- pair compare
@@ -377,7 +423,13 @@ def _common_prefix(x: list[int], y: list[int]) -> int:
 
 @signals.register(
     "branches",
-    provides=("branch_member_KxB", "branch_pos_K", "branch_start_B"),
+    provides=(
+        "branch_member_KxB",
+        "branch_pos_K",
+        "branch_start_B",
+        "branch_offset_B",
+        "branch_shared_BxB",
+    ),
     max_nodes=0,
     min_prefix=1,
     dedupe_prefix=True,
@@ -388,7 +440,12 @@ def branches(ctx, groups, batch, *, max_nodes, min_prefix, dedupe_prefix):
     Plain sampling gives no explicit branches; the nodes are those of each
     group's trie of response tokens (`branch_layout`, over the loss-masked
     tokens mask_BxT). max_nodes = 0 uses K = B, an upper bound on the nodes of
-    any batch (a group of n rows has at most n − 1), so nothing is dropped.
+    any batch (a group of n rows has at most n − 1), so nothing is dropped. With
+    dedupe_prefix, a shared prefix is held by the first row (in batch order) that
+    has it and credited with the mean row advantage of every row that shares it
+    (branch_shared_BxB = common prefix lengths within a group), so its credit
+    does not depend on the row order; without, every row trains all its tokens
+    with its own advantage (branch_shared_BxB = 0). Offsets are 0 (no copies).
     """
     tokens, mask = np.asarray(batch["tokens_BxT"]), np.asarray(batch["mask_BxT"], bool)
     seqs = [t[m] for t, m in zip(tokens, mask, strict=True)]
@@ -396,4 +453,15 @@ def branches(ctx, groups, batch, *, max_nodes, min_prefix, dedupe_prefix):
     member, pos, start = branch_layout(
         seqs, batch["group_B"], max_nodes=k, min_prefix=min_prefix, dedupe_prefix=dedupe_prefix
     )
-    return {"branch_member_KxB": member, "branch_pos_K": pos, "branch_start_B": start}
+    shared = np.zeros((len(seqs), len(seqs)), np.int32)
+    group_B = np.asarray(batch["group_B"])
+    for r, q in itertools.combinations(range(len(seqs)), 2) if dedupe_prefix else ():
+        if group_B[q] == group_B[r]:
+            shared[r, q] = shared[q, r] = _common_prefix(seqs[r].tolist(), seqs[q].tolist())
+    return {
+        "branch_member_KxB": member,
+        "branch_pos_K": pos,
+        "branch_start_B": start,
+        "branch_offset_B": np.zeros(len(seqs), np.int32),
+        "branch_shared_BxB": shared,
+    }

@@ -1,0 +1,35 @@
+"""Cliff with the noisy locator: the locator arm of experiments/cliff/cliff.py.
+
+Everything as cliff.py (the paper's credit: prefix +a·|A_i|, suffix −b·|A_i|),
+except the locator of the first mistake, which is
+the exact step verifier with a 30% error rate: each located index moves,
+with probability 0.3, to another token of the rollout drawn uniformly (a weak
+teacher; "first_mistake/moved_frac" is logged per step).
+Compare pass@1 with cliff.py (the LLM judge) and experiments/baselines/grpo.py:arithmetic.
+
+Paper-fixed and ours: see cliff.py; this arm (the locator) is ours.
+
+Command: python -m rlvr_jax.main --config=experiments/cliff/cliff_noisy.py --workdir=runs/cn
+Variants: `:arithmetic` (= the default), `:pulse` (tiny random model, 2 steps).
+Runtime: not measured; about grpo.py:arithmetic's (the locator is host-side string work).
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    if variant == "countdown":
+        raise ValueError("cliff_noisy.py:countdown: Countdown has no step verifier")
+    c = default_config()
+    c.model.domain = c.task.name = "arithmetic"  # step traces for the exact locator
+    c.score.signals = "first_mistake"
+    c.score.first_mistake.locator = "noisy"
+    c.score.first_mistake.error_rate = 0.3  # share of wrong locations (ours)
+    c.credit.name = "grpo"
+    c.credit.transforms = "cliff"
+    c.credit.cliff.a = 1.0
+    c.credit.cliff.b = 1.0
+    c.credit.cliff.scale = True
+    c.loss.name = "ppo_clip"
+    c.data.group_size = 8  # G
+    return apply_variant(c, variant)

@@ -1,0 +1,53 @@
+"""GRSD (Group-Reflective Self-Distillation) on the warm-start tool_lookup agent base.
+
+GRSD derives guidance from the policy's own verified rollouts: the policy
+reflects on each trajectory of a group, a stop-gradient snapshot contrasts the
+reflections of successes and failures into group guidance, and a self-teacher
+(the policy conditioned on that guidance) modulates the turn-level outcome
+advantages without changing the direction the verifier set.
+
+Paper-fixed (abstract): per-trajectory reflections by the policy on its
+verified on-policy group; a stop-gradient snapshot contrasts success and
+failure reflections into group-level privileged guidance; a self-teacher under
+that guidance refines turn-level credit by modulating outcome advantages,
+preserving their sign; agentic (multi-turn) environments.
+Ours: the rollout "reflective" (`rlvr_jax.rollout.reflective`): the snapshot is
+the weights that sampled the step (the rollout takes no gradient); reflections
+≤ 32 tokens, guidance ≤ 48 tokens, the prompt wordings, no guidance for groups
+without both a success and a failure (their GRPO advantages are 0). The score
+signal "guidance" re-scores every row under "{prompt}\\nGuidance: {guidance}"
+with the current policy; the transform "grsd" (`rlvr_jax.core.grsd`) multiplies
+each turn's advantages by clip(exp(λ·sign(A)·mean_turn(ℓ^T − ℓ^S)), 0.5, 2)
+with λ = 1 (the abstract gives no formula). GRPO, token PPO clip, G = 8.
+Logged per step: rollout/reflection_len, rollout/guidance_len, grsd/guided_rows,
+grsd/shift and grsd/abs_shift (the guidance-induced log-prob shift); one group's
+reflections and guidance as text in the run log.
+
+Command: python -m rlvr_jax.main --config=experiments/grsd/grsd.py --workdir=runs/grsd
+Variants: `:arithmetic` (single-turn, the arithmetic base), `:countdown` (single-turn),
+`:pulse` (tiny random model on arithmetic, 2 steps).
+Runtime: not measured (three sampler calls per step: trajectories, reflections,
+guidance; one more policy forward to score).
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    if variant == "":  # multi-turn tool episodes (the paper's setting)
+        c.model.domain = c.task.name = "tool_lookup"
+        c.rollout.max_new_tokens = 32  # per turn (the warm start's)
+    c.rollout.name = "reflective"
+    c.rollout.reflective.reflection_tokens = 32  # per trajectory (ours)
+    c.rollout.reflective.guidance_tokens = 48  # per group (ours)
+    c.rollout.reflective.log_examples = 1  # groups whose reflections/guidance are logged
+    c.score.signals = "guidance"  # ℓ^T: the policy under its group's guidance
+    c.credit.name = "grpo"
+    c.credit.transforms = "grsd"
+    c.credit.grsd.lam = 1.0  # λ (ours)
+    c.credit.grsd.w_min = 0.5  # weight clip (> 0: sign kept; ours)
+    c.credit.grsd.w_max = 2.0
+    c.loss.name = "ppo_clip"
+    c.data.group_size = 8  # G
+    return apply_variant(c, variant)

@@ -1,0 +1,39 @@
+"""RLSD (magnitude-only self-distillation): the comparison row of experiments/h2sd/h2sd.py.
+
+The self-teacher (the policy under the reference-solution view, score signal
+"hint") only rescales each token's GRPO advantage, on correct and wrong
+rollouts alike: A'_t = A_i·m_t, m_t = clip(exp(ℓ^H − ℓ^S), a, b) renormalised
+to mean 1 over the row (transform "rlsd" = H²SD's success-side modulation on
+every row), so the sign of every token's advantage is the verifier's and no
+distillation term pushes the policy toward the teacher. H²SD differs by its
+hindsight rephrasing view on successes and the reverse KL on failures.
+
+Paper-fixed (H²SD's abstract, describing RLSD): magnitude-only modulation by the
+self-teacher; no reverse KL.
+Ours: [a, b] = [0.5, 2] with renormalisation (H²SD's), the reference-solution
+view for every row (`train.privileged.SOLUTION_VIEW`), GRPO advantages, token
+PPO clip ε = 0.2, G = 8.
+
+Command: python -m rlvr_jax.main --config=experiments/h2sd/rlsd.py --workdir=runs/rlsd
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; the teacher is the
+policy itself, so no variant needs a trained teacher).
+Runtime: not measured; grpo.py's plus one policy forward per batch.
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config
+from rlvr_jax.train.privileged import SOLUTION_VIEW
+
+
+def get_config(variant: str = ""):
+    c = default_config()
+    c.score.signals = "hint"  # ℓ^H under the reference-solution view, every row
+    c.score.hint.template = SOLUTION_VIEW
+    c.score.hint.correct_template = ""  # the same view on correct rows
+    c.credit.name = "grpo"
+    c.credit.transforms = "rlsd"
+    c.credit.rlsd.low = 0.5  # a (as H²SD)
+    c.credit.rlsd.high = 2.0  # b
+    c.credit.rlsd.renorm = True  # mean m_t = 1 per row
+    c.loss.name = "ppo_clip"
+    c.data.group_size = 8  # G
+    return apply_variant(c, variant)

@@ -1,0 +1,66 @@
+"""Miniature reproduction of OC-GRPO against vanilla GRPO (held-out pass@1).
+
+  python scripts/reproduce.py oc_grpo --seeds 0,1,2 --pin 1
+
+OC-GRPO: half of every group sampled with a reference-solution prefix in the
+prompt, trained on the unguided prompt with the truncated weight
+w = clip(π_old / μ, 0, 2) (experiments/oc_grpo/oc_grpo.py).
+"""
+
+from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
+from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
+
+WEIGHT = Metric(
+    "w guided",
+    "is_weight@guided",
+    reduce="mean",
+    fmt="{:.3f}",
+    doc="mean truncated importance weight π_old/μ on guided tokens",
+)
+TRUNCATED = Metric(
+    "w truncated",
+    "is_truncated@guided",
+    reduce="mean",
+    scale=100.0,
+    fmt="{:.1f}",
+    doc="share of guided tokens whose weight hit the cap, in %",
+)
+GUIDED_PASS = Metric(
+    "guided pass",
+    "rollout/guided_pass_rate",
+    reduce="mean",
+    scale=100.0,
+    fmt="{:.1f}",
+    doc="training pass rate of the guided rows, in %",
+)
+
+
+def get_reproduction() -> Reproduction:
+    return Reproduction(
+        slug="oc_grpo",
+        paper="Off-Context GRPO: learning from privileged guidance (OC-GRPO)",
+        arms=(
+            Arm(
+                "oc_grpo",
+                "oc_grpo/oc_grpo.py",
+                note="half of each group guided by the first half of the reference "
+                "solution; trained on the unguided prompt with w = clip(π_old/μ, 0, 2)",
+            ),
+            GRPO,
+        ),
+        baseline="grpo",
+        metrics=(PASS_1, pass_at(8), WEIGHT, TRUNCATED, GUIDED_PASS),
+        claims=(
+            Claim(
+                "OC-GRPO improves over vanilla GRPO",
+                "pass@1",
+                "oc_grpo",
+                "grpo",
+                "higher",
+                paper="+3.9 points",
+            ),
+        ),
+        shrunk=shrunk(extra="Math reasoning with 1.5B–7B models in the paper."),
+        common=COMMON,
+        tuning=TUNING,
+    )

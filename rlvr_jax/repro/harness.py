@@ -1,0 +1,88 @@
+"""Loads a reproduction declaration, runs its arms × seeds, and writes its page.
+
+  reproduce(load_reproduction("sara"), seeds=[0, 1, 2], root="runs/repro", pin="1")
+
+Runs are shared and resumed as `rlvr_jax.repro.runs` describes; the page is
+`docs/reproductions/<slug>.md` (`rlvr_jax.repro.page`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from rlvr_jax.repro import page as page_lib
+from rlvr_jax.repro import runs as runs_lib
+from rlvr_jax.repro.results import collect
+from rlvr_jax.repro.spec import Reproduction
+
+REPRO_FILE = "repro.py"
+
+
+def declared_slugs(experiments: Path = runs_lib.EXPERIMENTS) -> list[str]:
+    """The experiment directories that declare a reproduction, sorted."""
+    return sorted(p.parent.name for p in Path(experiments).glob(f"*/{REPRO_FILE}"))
+
+
+def load_reproduction(slug: str, experiments: Path = runs_lib.EXPERIMENTS) -> Reproduction:
+    """`get_reproduction()` of `experiments/<slug>/repro.py`.
+
+    Raises:
+      FileNotFoundError listing the slugs that declare one.
+    """
+    file = Path(experiments) / slug / REPRO_FILE
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"{file} does not exist; reproductions: {', '.join(declared_slugs(experiments))}"
+        )
+    spec = importlib.util.spec_from_file_location(f"_repro_{slug}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    repro = module.get_reproduction()
+    if repro.slug != slug:
+        raise ValueError(f"{file}: declares slug {repro.slug!r}, expected {slug!r}")
+    return repro
+
+
+def reproduce(
+    repro: Reproduction,
+    seeds: list[int],
+    root: str | Path,
+    *,
+    launch: runs_lib.Launcher | None = None,
+    pin: str = "",
+    nice: int = 10,
+    train: bool = True,
+    retry_crashed: bool = False,
+    docs: Path = page_lib.DOCS,
+    plot: bool = True,
+    echo=print,
+) -> Path:
+    """Runs (or reuses) every arm × seed of `repro` and writes its page.
+
+    Args:
+      repro: the declaration.
+      seeds: the seeds every arm runs with.
+      root: where runs live (`<root>/runs/<key>/`).
+      launch: how a run's command is executed (default: a subprocess, pinned to
+        CPUs `pin` at niceness `nice` when `pin` is given).
+      train: False only tabulates what exists (no run is started or resumed).
+      retry_crashed: resume runs whose last attempt crashed.
+      docs: the directory of the pages.
+      plot: also draw the curves.
+    Returns:
+      The page's path.
+    """
+    runs = runs_lib.plan(repro, seeds, Path(root))
+    echo(f"{repro.slug}: {len(runs)} runs ({len({r.key for r in runs})} distinct)")
+    if train:
+        how = " ".join(runs_lib.pin_prefix(pin, nice)) or "not pinned"
+        launch = launch or runs_lib.subprocess_launcher(pin, nice)
+        runs_lib.execute_all(runs, launch, retry_crashed=retry_crashed, how=how, echo=echo)
+    else:
+        for r in runs:  # a finished run whose manifest predates it still counts
+            if r.status != runs_lib.DONE and runs_lib.is_complete(r):
+                r.manifest["status"] = runs_lib.DONE
+    return page_lib.write_page(
+        repro, collect(repro, runs), seeds=seeds, root=str(root), docs=docs, plot=plot
+    )

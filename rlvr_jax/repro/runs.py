@@ -1,0 +1,366 @@
+"""The runs of a reproduction: resolve each arm × seed to a config, key it, run or reuse it.
+
+A run is keyed by a hash of its resolved config (seed included) and the cache
+names of the warm-start models its domains use (a retrained warm start is a new
+run). Its workdir is `<root>/runs/<key>/`, so any two arms, of one page or of
+several, that resolve to the same config and seed are one run: a baseline is
+trained once and shared. Each workdir holds the trainer's files plus
+
+  repro.json   the harness's record: key, command, arms that use it, and every
+               attempt (start time, wall and CPU seconds, exit code, git commit)
+  repro.log    the trainer's stdout/stderr, appended per attempt
+
+A run is "done" when its metrics hold the final evaluation (step = train.steps)
+and its config.json equals the resolved config; "crashed" when an attempt exited
+non-zero (not retried unless asked: a deterministic crash would repeat);
+"interrupted" when an attempt ended early without an error (a preemption: exit 0
+or 75, or the harness interrupted); anything not done is resumed by rerunning
+the same command (the trainer resumes from its workdir's last checkpoint).
+Runs execute one at a time; do not point two harness processes at one root.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import ml_collections
+
+from rlvr_jax.repro.spec import Arm, Reproduction
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENTS = REPO / "experiments"
+MANIFEST = "repro.json"
+LOG = "repro.log"
+DONE, CRASHED, INTERRUPTED, PENDING = "done", "crashed", "interrupted", "pending"
+EXIT_PREEMPTED = 75  # rlvr_jax.main's exit status after a preemption signal (EX_TEMPFAIL)
+
+
+@dataclasses.dataclass
+class Run:
+    """One arm × seed: what to run, where, and what happened."""
+
+    arm: Arm
+    seed: int
+    config: dict[str, Any]  # the resolved config, as the trainer writes config.json
+    key: str
+    workdir: Path
+    command: list[str]
+    manifest: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        return int(self.config["train"]["steps"])
+
+    @property
+    def status(self) -> str:
+        return self.manifest.get("status", PENDING)
+
+
+def load_config(ref: str) -> ml_collections.ConfigDict:
+    """`get_config(variant)` of `experiments/<path>[:variant]`, as `--config=` would load it."""
+    path, _, variant = ref.partition(":")
+    file = EXPERIMENTS / path
+    if not file.is_file():
+        raise FileNotFoundError(f"experiment config {file} does not exist (arm config {ref!r})")
+    spec = importlib.util.spec_from_file_location(f"_repro_cfg_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(variant) if variant else module.get_config()
+
+
+def resolve(arm: Arm, seed: int, common: Mapping[str, Any]) -> ml_collections.ConfigDict:
+    """The arm's config with the common overrides, then its own, then the seed.
+
+    Raises:
+      ValueError naming the arm and field when a field does not exist or the
+      value has the wrong type.
+    """
+    c = load_config(arm.config)
+    for path, value in {**common, **arm.overrides, "seed": seed}.items():
+        *parents, leaf = path.split(".")
+        node = c
+        try:
+            for p in parents:
+                node = node[p]
+            if leaf not in node:
+                raise KeyError(leaf)
+            node[leaf] = value
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(
+                f"arm {arm.name!r} ({arm.config}): cannot set config.{path} = {value!r}: {e}"
+            ) from e
+    return c
+
+
+def _flag_value(value: Any) -> str:
+    return str(value)
+
+
+def command(arm: Arm, seed: int, common: Mapping[str, Any], workdir: Path) -> list[str]:
+    """The training command of one run (run from the repository root)."""
+    workdir = Path(workdir)
+    if workdir.is_absolute() and workdir.is_relative_to(REPO):
+        workdir = workdir.relative_to(REPO)
+    overrides = {**common, **arm.overrides, "seed": seed}
+    return [
+        "python",
+        "-m",
+        "rlvr_jax.main",
+        f"--config=experiments/{arm.config}",
+        f"--workdir={workdir}",
+        *(f"--config.{k}={_flag_value(v)}" for k, v in overrides.items()),
+    ]
+
+
+@functools.cache
+def _warm_start_dirs(domain: str) -> tuple[str, ...]:
+    """Cache directory names of the registered warm starts of `domain` (both roles)."""
+    from rlvr_jax.train import warmstart
+
+    tok = warmstart.default_tokenizer()
+    return tuple(
+        warmstart.model_dir(warmstart.SPECS[domain, r], tok).name
+        for r in warmstart.ROLES
+        if (domain, r) in warmstart.SPECS
+    )
+
+
+def warm_start_names(config: dict[str, Any]) -> list[str]:
+    """Cache directory names of the warm-start models of every domain the config names.
+
+    A domain is any `*.domain` field holding a registered warm-start domain
+    (the policy's, a teacher's); both roles of each are listed, so a retrained
+    base or teacher changes the run key.
+    """
+    from rlvr_jax.train import warmstart
+
+    if config["model"]["source"] != "warm_start":
+        return []
+    known, found = set(warmstart.domains()), set()
+
+    def walk(node):
+        for k, v in node.items():
+            if isinstance(v, dict):
+                walk(v)
+            elif k == "domain" and v in known:
+                found.add(v)
+
+    walk(config)
+    return sorted(name for d in found for name in _warm_start_dirs(d))
+
+
+def run_key(config: dict[str, Any], warm_starts: list[str]) -> str:
+    """16 hex digits of sha256 over the resolved config (seed included) and warm starts."""
+    payload = json.dumps({"config": config, "warm_starts": warm_starts}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def plan(repro: Reproduction, seeds: list[int], root: Path) -> list[Run]:
+    """Every arm × seed of `repro`, resolved and keyed, with its manifest if one exists."""
+    root = Path(root).resolve()
+    runs = []
+    for arm in repro.arms:
+        for seed in seeds:
+            config = json.loads(resolve(arm, seed, repro.common).to_json())
+            key = run_key(config, warm_start_names(config))
+            workdir = Path(root) / "runs" / key
+            manifest = read_manifest(workdir)
+            runs.append(
+                Run(arm, seed, config, key, workdir, command(arm, seed, repro.common, workdir))
+            )
+            runs[-1].manifest = manifest
+    return runs
+
+
+def read_manifest(workdir: Path) -> dict[str, Any]:
+    path = Path(workdir) / MANIFEST
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _write_manifest(run: Run) -> None:
+    run.workdir.mkdir(parents=True, exist_ok=True)
+    tmp = run.workdir / f"{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(run.manifest, indent=2, sort_keys=True))
+    tmp.replace(run.workdir / MANIFEST)
+
+
+def is_complete(run: Run) -> bool:
+    """The final evaluation is logged and config.json is the resolved config."""
+    from rlvr_jax.run.report import read_metrics
+
+    metrics, config = run.workdir / "metrics.jsonl", run.workdir / "config.json"
+    if not (metrics.is_file() and config.is_file()):
+        return False
+    final = [r for r in read_metrics(metrics) if r["split"] == "eval" and r["step"] == run.steps]
+    if not final:
+        return False
+    if json.loads(config.read_text()) != run.config:
+        raise ValueError(
+            f"{config} differs from the config the harness resolved for arm {run.arm.name!r} "
+            f"seed {run.seed}: the command-line overrides do not parse to the same values"
+        )
+    return True
+
+
+def git_commit() -> str:
+    """HEAD's commit, with "+dirty" when tracked files differ from it."""
+
+    def git(*args):
+        return subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short=10", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def machine() -> str:
+    """CPU model and count of this machine, in words."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+Launcher = Callable[[Run, Any], int]
+
+
+def pin_prefix(pin: str, nice: int) -> list[str]:
+    """`taskset -c <pin> nice -n <nice>` (empty without `pin`)."""
+    return ["taskset", "-c", pin, "nice", "-n", str(nice)] if pin else []
+
+
+def subprocess_launcher(pin: str = "", nice: int = 10) -> Launcher:
+    """Runs the command (pinned to CPUs `pin` at `nice` when given), output to `log`."""
+    prefix = pin_prefix(pin, nice)
+
+    def launch(run: Run, log) -> int:
+        cmd = prefix + [sys.executable] + run.command[1:]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")  # the log follows the run
+        return subprocess.run(
+            cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env
+        ).returncode
+
+    return launch
+
+
+def _label(run: Run) -> str:
+    return f"{run.arm.name} ({run.arm.config})"
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    if not path.is_file():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def execute(
+    run: Run, launch: Launcher, *, retry_crashed: bool = False, how: str = "", echo=print
+) -> None:
+    """Brings one run to done (or records why not), updating its manifest in place.
+
+    Args:
+      run: the run (its manifest is updated and written).
+      launch: executes the run's command, writing its output to the given file.
+      retry_crashed: resume a run whose last attempt crashed.
+      how: how the command is run (e.g. "taskset -c 1 nice -n 10"), recorded per attempt.
+      echo: progress lines.
+    """
+    m = run.manifest
+    m.setdefault("key", run.key)
+    m.setdefault("command", " ".join(run.command))
+    m.setdefault("attempts", [])
+    m["seed"] = run.seed
+    m["arms"] = sorted(set(m.get("arms", [])) | {_label(run)})
+    if is_complete(run):
+        if m.get("status") != DONE:
+            m["status"] = DONE
+        _write_manifest(run)
+        return
+    if m.get("status") == CRASHED and not retry_crashed:
+        echo(f"  {run.arm.name} seed {run.seed}: crashed before; not retried ({run.workdir})")
+        return
+    echo(
+        f"  {run.arm.name} seed {run.seed}: {'resuming' if m['attempts'] else 'starting'} "
+        f"{run.workdir}"
+    )
+    attempt = {
+        "start": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "machine": machine(),
+        "how": how,
+    }
+    m["attempts"].append(attempt)
+    m["status"] = "running"
+    _write_manifest(run)
+    cpu0, t0 = _children_cpu(), time.perf_counter()
+    try:
+        with open(run.workdir / LOG, "a") as log:
+            rc = launch(run, log)
+    except KeyboardInterrupt:
+        rc = None
+    attempt.update(wall_s=time.perf_counter() - t0, cpu_s=_children_cpu() - cpu0, rc=rc)
+    if rc is None:
+        m["status"] = INTERRUPTED
+        _write_manifest(run)
+        raise KeyboardInterrupt
+    if rc not in (0, EXIT_PREEMPTED):
+        m["status"] = CRASHED
+        attempt["log_tail"] = _log_tail(run.workdir / LOG)
+    else:
+        m["status"] = DONE if is_complete(run) else INTERRUPTED
+    _write_manifest(run)
+    echo(
+        f"  {run.arm.name} seed {run.seed}: {m['status']} after {attempt['wall_s']:.0f} s wall, "
+        f"{attempt['cpu_s']:.0f} s CPU"
+    )
+
+
+def execute_all(runs: list[Run], launch: Launcher, **kwargs) -> None:
+    """Executes each distinct run once; arms that resolve to the same run share it.
+
+    Seed by seed (every arm's seed 0, then every arm's seed 1, ...): a page cut
+    short has whole seeds, and a verdict needs two seeds in each arm.
+    """
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.key, []).append(run)
+    for same in sorted(groups.values(), key=lambda g: g[0].seed):
+        first = same[0]
+        labels = {_label(r) for r in same}
+        first.manifest["arms"] = sorted(set(first.manifest.get("arms", [])) | labels)
+        execute(first, launch, **kwargs)
+        for other in same[1:]:
+            other.manifest = first.manifest
+
+
+def wall_seconds(manifest: dict[str, Any]) -> float:
+    return float(sum(a.get("wall_s", 0.0) for a in manifest.get("attempts", [])))
+
+
+def cpu_seconds(manifest: dict[str, Any]) -> float:
+    return float(sum(a.get("cpu_s", 0.0) for a in manifest.get("attempts", [])))

@@ -1,0 +1,189 @@
+"""What a miniature reproduction declares (`experiments/<slug>/repro.py`).
+
+A paper's headline comparison is a list of arms (experiment configs, each with a
+few overrides), the metrics read from each run's `metrics.jsonl`, and the
+paper's claims: which arm should beat which on which metric, in which direction.
+
+  def get_reproduction() -> Reproduction:
+      return Reproduction(
+          slug="sara", paper="Early Verdicts, Better Budgets (SARA)",
+          arms=(Arm("ds", "baselines/grpo.py", {"select.name": "dynamic_sampling"}),
+                Arm("sara", "sara/sara.py")),
+          baseline="ds",
+          metrics=(PASS_1, PASS_K, ROLLOUTS),
+          claims=(Claim("SARA needs 22% fewer rollouts than DS", "rollouts", "sara", "ds",
+                        "lower", paper="-22%"),),
+          shrunk="...", tuning="...")
+
+Every override is a config field path (as on the command line, without the
+`--config.` prefix). `Reproduction.common` holds the overrides every arm gets
+(the miniature's shrinkage); an arm's own overrides win. Two arms of any two
+reproductions that resolve to the same config and seed are the same run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+DIRECTIONS = ("higher", "lower")
+ROLES = ("method", "baseline", "ablation")
+# How a metric's per-run value is read from metrics.jsonl (see rlvr_jax.repro.metrics).
+REDUCTIONS = (
+    "initial",
+    "final",
+    "gain",
+    "sum",
+    "mean",
+    "last",
+    "rollouts",
+    "tokens",
+    "effective_per_1k",
+    "rollouts_to",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One arm of the comparison: an experiment config plus overrides.
+
+    Attributes:
+      name: the label in tables and plots ("grpo", "sara").
+      config: the experiment file under `experiments/`, with an optional
+        `:variant` suffix ("sara/sara.py", "baselines/grpo.py:arithmetic").
+      overrides: config field path -> value, applied after `Reproduction.common`.
+      role: "method", "baseline" or "ablation" (how the page describes it).
+      note: one line on what the arm is (shown in the page's arm list).
+    """
+
+    name: str
+    config: str
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    role: str = "method"
+    note: str = ""
+
+    def __post_init__(self):
+        if self.role not in ROLES:
+            raise ValueError(f"arm {self.name!r}: role {self.role!r}; valid: {', '.join(ROLES)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A per-run number read from the run's metrics.jsonl.
+
+    Attributes:
+      name: the column label (and the name claims refer to).
+      key: the metrics.jsonl key ("pass@1", "select/rollouts", "clip_high_frac").
+      reduce: "final" (the last eval record's value), "initial" (the step-0 eval's:
+        the policy before RL), "gain" (final minus initial: what RL added in
+        this run), "sum" / "mean" / "last" over
+        the train records that have the key, "rollouts" (rollouts generated over
+        the run), "tokens" (response tokens generated over the run),
+        "effective_per_1k" (groups with reward variance > 0 per 1000 rollouts), or
+        "rollouts_to" (rollouts generated until the eval value of `key` first
+        reaches `target`; NaN if it never does).
+      scale: display factor (100 for percent).
+      fmt: display format of a scaled value.
+      target: the threshold of "rollouts_to".
+      doc: what the number is, one line (the page's metric list).
+    """
+
+    name: str
+    key: str
+    reduce: str = "final"
+    scale: float = 1.0
+    fmt: str = "{:.3f}"
+    target: float | None = None
+    doc: str = ""
+
+    def __post_init__(self):
+        if self.reduce not in REDUCTIONS:
+            raise ValueError(
+                f"metric {self.name!r}: reduce {self.reduce!r}; valid: {', '.join(REDUCTIONS)}"
+            )
+        if (self.reduce == "rollouts_to") != (self.target is not None):
+            raise ValueError(f"metric {self.name!r}: a target goes with reduce 'rollouts_to' only")
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claim of the paper, as a directional comparison of two arms on one metric.
+
+    Attributes:
+      text: the claim in words (from the abstract).
+      metric: a `Metric.name` of the reproduction.
+      arm: the arm that should win.
+      baseline: the arm it is compared with.
+      direction: "higher" (arm's mean above the baseline's) or "lower".
+      paper: the paper's number, where the abstract gives one ("" if none).
+    """
+
+    text: str
+    metric: str
+    arm: str
+    baseline: str
+    direction: str
+    paper: str = ""
+
+    def __post_init__(self):
+        if self.direction not in DIRECTIONS:
+            raise ValueError(
+                f"claim {self.text[:40]!r}: direction {self.direction!r}; valid: {DIRECTIONS}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class Reproduction:
+    """A paper's headline comparison in miniature.
+
+    Attributes:
+      slug: the experiment directory (`experiments/<slug>/`).
+      paper: the paper's title.
+      arms: the arms, method first by convention.
+      baseline: the arm every Δ column of the page is taken against.
+      metrics: the per-run numbers shown (held-out pass@1 / pass@k and the
+        method's own quantity).
+      claims: the paper's claims; the first is the headline (its verdict is the
+        page's). Empty for a reference table that is no paper's (the baselines).
+      common: overrides every arm gets (the miniature's shrinkage).
+      shrunk: what is smaller than in the paper, in words.
+      tuning: how the hyperparameters were chosen (never on the evaluation problems).
+      notes: anything else the page must say (known differences from the paper).
+    """
+
+    slug: str
+    paper: str
+    arms: tuple[Arm, ...]
+    baseline: str
+    metrics: tuple[Metric, ...]
+    claims: tuple[Claim, ...]
+    common: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    shrunk: str = ""
+    tuning: str = ""
+    notes: str = ""
+
+    def __post_init__(self):
+        names = [a.name for a in self.arms]
+        where = f"reproduction {self.slug!r}"
+        if len(set(names)) != len(names):
+            raise ValueError(f"{where}: arm names repeat: {names}")
+        metric_names = [m.name for m in self.metrics]
+        if len(set(metric_names)) != len(metric_names):
+            raise ValueError(f"{where}: metric names repeat: {metric_names}")
+        if self.baseline not in names:
+            raise ValueError(f"{where}: baseline {self.baseline!r} is not an arm; arms: {names}")
+        for c in self.claims:
+            for arm in (c.arm, c.baseline):
+                if arm not in names:
+                    raise ValueError(f"{where}: claim names arm {arm!r}; arms: {names}")
+            if c.metric not in metric_names:
+                raise ValueError(
+                    f"{where}: claim names metric {c.metric!r}; metrics: {metric_names}"
+                )
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    def metric(self, name: str) -> Metric:
+        return next(m for m in self.metrics if m.name == name)

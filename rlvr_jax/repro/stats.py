@@ -1,0 +1,82 @@
+"""Mean ± sd over seeds, the difference of two arms with its standard error, and the verdict.
+
+The verdict rule (stated on every page):
+
+  Δ = mean(arm) − mean(baseline) over the finished seeds of each arm;
+  s.e. = sqrt(sd_arm² / n_arm + sd_baseline² / n_baseline) (sample sd, ddof 1);
+  reproduces     the paper's direction and |Δ| > 2 s.e.;
+  not resolved   |Δ| ≤ 2 s.e. ("not resolved at this scale");
+  opposite       the other direction and |Δ| > 2 s.e.;
+  no verdict     fewer than 2 finished seeds with a value in either arm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+REPRODUCES = "reproduces"
+NOT_RESOLVED = "not resolved at this scale"
+OPPOSITE = "opposite"
+NO_VERDICT = "no verdict (fewer than 2 finished seeds per arm)"
+VERDICTS = (REPRODUCES, NOT_RESOLVED, OPPOSITE, NO_VERDICT)
+RULE = (
+    "Δ = mean(method) − mean(baseline) over each arm's finished seeds; s.e. = "
+    "√(sd_m²/n_m + sd_b²/n_b) (sample sd). **reproduces**: the paper's direction and "
+    "|Δ| > 2 s.e.; **not resolved at this scale**: |Δ| ≤ 2 s.e.; **opposite**: the other "
+    "direction and |Δ| > 2 s.e.; no verdict with fewer than 2 finished seeds in an arm."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """Mean, sample sd and count of the finite values of one arm's metric."""
+
+    mean: float
+    sd: float
+    n: int
+
+    @classmethod
+    def of(cls, values) -> Summary:
+        v = np.asarray([x for x in values if math.isfinite(x)], np.float64)
+        if v.size == 0:
+            return cls(math.nan, math.nan, 0)
+        return cls(float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else math.nan, int(v.size))
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """Δ = mean(arm) − mean(baseline), its standard error, and Δ relative to the baseline."""
+
+    delta: float
+    se: float
+    relative: float  # Δ / |mean(baseline)| (NaN when the baseline mean is 0)
+
+    @classmethod
+    def of(cls, arm: Summary, base: Summary) -> Difference:
+        delta = arm.mean - base.mean
+        if arm.n < 2 or base.n < 2:
+            se = math.nan
+        else:
+            se = math.sqrt(arm.sd**2 / arm.n + base.sd**2 / base.n)
+        rel = delta / abs(base.mean) if base.mean and math.isfinite(base.mean) else math.nan
+        return cls(delta, se, rel)
+
+
+def verdict(diff: Difference, direction: str) -> str:
+    """The verdict of one claim (see the module docstring).
+
+    Args:
+      diff: the arm's difference to the baseline.
+      direction: "higher" (the paper says the arm's mean is above) or "lower".
+    Returns:
+      One of VERDICTS.
+    """
+    if not (math.isfinite(diff.delta) and math.isfinite(diff.se)):
+        return NO_VERDICT
+    if abs(diff.delta) <= 2 * diff.se:
+        return NOT_RESOLVED
+    sign = 1.0 if direction == "higher" else -1.0
+    return REPRODUCES if sign * diff.delta > 0 else OPPOSITE

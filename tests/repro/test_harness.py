@@ -1,0 +1,151 @@
+"""The harness: arm sharing across pages, resume, crashes, config resolution."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from absl import flags
+from ml_collections import config_flags
+
+from rlvr_jax.repro import Arm, reproduce
+from rlvr_jax.repro import runs as runs_lib
+from tests.repro.conftest import pulse_repro
+
+
+def _run(repro, tmp_path, fake, plot=False, **kw):
+    return reproduce(
+        repro,
+        [0, 1],
+        tmp_path / "root",
+        launch=fake,
+        docs=tmp_path / "docs",
+        echo=lambda *_: None,
+        plot=plot,
+        **kw,
+    )
+
+
+def test_baseline_shared_across_pages_runs_once(tmp_path, fake):
+    sara = pulse_repro("sara", "sara", "sara/sara.py")
+    vigor = pulse_repro("vigor", "vigor", "vigor/vigor.py")
+    _run(sara, tmp_path, fake)
+    page = _run(vigor, tmp_path, fake, plot=True)
+    assert page.with_suffix(".png").stat().st_size > 1000
+    # Seed-major within a page; the second page reuses GRPO's runs.
+    assert fake.calls == [
+        ("grpo", 0),
+        ("sara", 0),
+        ("grpo", 1),
+        ("sara", 1),
+        ("vigor", 0),
+        ("vigor", 1),
+    ]
+    runs = runs_lib.plan(vigor, [0, 1], tmp_path / "root")
+    assert [r.status for r in runs] == ["done"] * 4
+    dirs = sorted(p.name for p in (tmp_path / "root" / "runs").iterdir())
+    assert len(dirs) == 6  # 2 shared GRPO runs + 2 SARA + 2 VIGOR
+    # A rerun of a page starts nothing.
+    fake.calls.clear()
+    _run(sara, tmp_path, fake)
+    assert fake.calls == []
+
+
+def test_key_follows_resolved_config_and_seed(tmp_path):
+    a = pulse_repro("x", "sara", "sara/sara.py")
+    b = pulse_repro("x", "sara", "sara/sara.py", **{"select.sara.tau_commit": 0.5})
+    ka = [r.key for r in runs_lib.plan(a, [0, 1], tmp_path)]
+    kb = [r.key for r in runs_lib.plan(b, [0, 1], tmp_path)]
+    assert ka[0] == kb[0] and ka[1] == kb[1]  # the GRPO arms: same config, same runs
+    assert ka[0] != ka[1]  # another seed is another run
+    assert ka[2] != kb[2] and ka[3] != kb[3]  # one field different: other runs
+    # An override equal to the config file's value resolves to the same run.
+    c = pulse_repro("x", "sara", "sara/sara.py", **{"select.sara.tau_commit": 0.45})
+    assert [r.key for r in runs_lib.plan(c, [0, 1], tmp_path)] == ka
+
+
+def test_interrupted_run_is_resumed_and_finished_runs_are_not(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    fake.stop_early.add(("sara", 1))
+    _run(repro, tmp_path, fake)
+    runs = runs_lib.plan(repro, [0, 1], tmp_path / "root")
+    assert [r.status for r in runs] == ["done", "done", "done", "interrupted"]
+    fake.calls.clear()
+    page = _run(repro, tmp_path, fake)
+    assert fake.calls == [("sara", 1)]
+    manifest = runs_lib.plan(repro, [0, 1], tmp_path / "root")[3].manifest
+    assert manifest["status"] == "done" and len(manifest["attempts"]) == 2
+    assert all(a["how"] == "not pinned" and a["rc"] == 0 for a in manifest["attempts"])
+    assert runs_lib.pin_prefix("1", 10) == ["taskset", "-c", "1", "nice", "-n", "10"]
+    assert "| sara | 1 | done |" in page.read_text()
+
+
+def test_keyboard_interrupt_marks_the_run_interrupted(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+
+    def interrupted(run, log):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _run(repro, tmp_path, interrupted)
+    first = runs_lib.plan(repro, [0, 1], tmp_path / "root")[0]
+    assert first.status == "interrupted"
+    _run(repro, tmp_path, fake)  # resumes it
+    assert fake.calls[0] == ("grpo", 0)
+
+
+def test_crashed_run_is_reported_and_not_retried_unless_asked(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    fake.crash.add(("sara", 0))
+    page = _run(repro, tmp_path, fake).read_text()
+    assert "| sara | 0 | crashed |" in page
+    assert "Traceback: boom" in page  # the end of its log
+    assert "| sara | method | 1/2 (1 crashed) |" in page
+    fake.calls.clear()
+    _run(repro, tmp_path, fake)
+    assert fake.calls == []
+    _run(repro, tmp_path, fake, retry_crashed=True)
+    assert fake.calls == [("sara", 0)]
+    assert runs_lib.plan(repro, [0, 1], tmp_path / "root")[2].status == "done"
+
+
+def test_config_mismatch_is_an_error(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _run(repro, tmp_path, fake)
+    run = runs_lib.plan(repro, [0, 1], tmp_path / "root")[0]
+    cfg = json.loads((run.workdir / "config.json").read_text())
+    cfg["train"]["steps"] += 1
+    (run.workdir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="differs from the config the harness resolved"):
+        runs_lib.is_complete(run)
+
+
+def test_unknown_override_names_arm_and_field(tmp_path):
+    repro = pulse_repro("x", "sara", "sara/sara.py", **{"select.sara.tau_comit": 0.5})
+    with pytest.raises(ValueError, match=r"arm 'sara'.*select\.sara\.tau_comit"):
+        runs_lib.plan(repro, [0], tmp_path)
+
+
+def test_command_parses_to_the_resolved_config(tmp_path):
+    """The page's command line, parsed as rlvr_jax.main parses it, is the resolved config."""
+    arm = Arm(
+        "x",
+        "sara/sara.py:pulse",
+        {
+            "select.sara.tau_commit": 0.5,
+            "train.steps": 3,
+            "select.sara.fresh": "predicted",
+            "eval.at_start": False,
+        },
+    )
+    resolved = runs_lib.resolve(arm, 7, {"eval.num_problems": 2})
+    cmd = runs_lib.command(arm, 7, {"eval.num_problems": 2}, tmp_path / "w")
+    argv = [cmd[0]] + cmd[3:]
+    fv = flags.FlagValues()
+    config_flags.DEFINE_config_file(
+        "config", None, "", flag_values=fv, lock_config=True, sys_argv=argv
+    )
+    flags.DEFINE_string("workdir", None, "", flag_values=fv)
+    fv(argv)
+    assert fv.config.to_json() == resolved.to_json()
+    assert resolved.seed == 7 and resolved.select.sara.tau_commit == 0.5

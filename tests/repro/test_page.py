@@ -1,0 +1,123 @@
+"""The page and summary writers on constructed results."""
+
+from __future__ import annotations
+
+import json
+
+from rlvr_jax.repro import Arm, Claim, Reproduction
+from rlvr_jax.repro import summary as summary_lib
+from rlvr_jax.repro.catalogue import PAPERS
+from rlvr_jax.repro.metrics import PASS_1, ROLLOUTS
+from rlvr_jax.repro.page import claims_table, page_summary, page_text, results_table
+from rlvr_jax.repro.results import RunResult
+from rlvr_jax.repro.runs import Run
+
+REPRO = Reproduction(
+    slug="toy",
+    paper="Toy paper",
+    arms=(Arm("base", "baselines/grpo.py", role="baseline"), Arm("m", "sara/sara.py")),
+    baseline="base",
+    metrics=(PASS_1, ROLLOUTS),
+    claims=(
+        Claim("m is better", "pass@1", "m", "base", "higher", "+5"),
+        Claim("m is cheaper", "rollouts", "m", "base", "lower"),
+    ),
+)
+
+
+def _results(values):
+    out = []
+    for (arm, seed), (p1, ro, status) in values.items():
+        run = Run(
+            REPRO.arm(arm),
+            seed,
+            {},
+            f"k{arm}{seed}",
+            None,
+            ["python", "x"],
+            {
+                "status": status,
+                "attempts": [
+                    {
+                        "start": "2026-12-03T00:00:00",
+                        "wall_s": 60.0,
+                        "cpu_s": 30.0,
+                        "commit": "abc",
+                        "machine": "cpu",
+                    }
+                ],
+            },
+        )
+        vals = {"pass@1": p1, "rollouts": ro} if status == "done" else {}
+        out.append(RunResult(run, vals))
+    return out
+
+
+RESULTS = _results(
+    {
+        ("base", 0): (0.30, 100, "done"),
+        ("base", 1): (0.32, 120, "done"),
+        ("base", 2): (0.31, 110, "done"),
+        ("m", 0): (0.40, 100, "done"),
+        ("m", 1): (0.42, 130, "done"),
+        ("m", 2): (0.0, 0, "crashed"),
+    }
+)
+
+
+def test_results_table_cells():
+    lines = results_table(REPRO, RESULTS).splitlines()
+    assert lines[0] == "| arm | role | runs done | pass@1 | Δ pass@1 | rollouts | Δ rollouts |"
+    assert lines[2] == "| base | baseline | 3/3 | 31.0 ± 1.0 | (baseline) | 110 ± 10 | (baseline) |"
+    # m: pass@1 41.0 ± 1.414; Δ = 10.0, s.e. = √(2/2 + 1/3)·1 = 1.155; rollouts 115 ± 21.2
+    assert lines[3] == (
+        "| m | method | 2/3 (1 crashed) | 41.0 ± 1.4 | +10.0 ± 1.2 | 115 ± 21 | +5 ± 16 |"
+    )
+
+
+def test_claims_table_verdicts():
+    from rlvr_jax.repro.results import claim_results
+
+    text = claims_table(REPRO, claim_results(REPRO, RESULTS))
+    assert "| m is better | pass@1 | m > base | +5 | +10.0 ± 1.2 (+32%) | **reproduces** |" in text
+    assert (
+        "| m is cheaper | rollouts | m < base | – | +5 ± 16 (+5%) | **not resolved at this "
+        "scale** |" in text
+    )
+
+
+def test_page_lists_every_run_and_the_command():
+    text = page_text(REPRO, RESULTS, seeds=[0, 1, 2], root="runs/repro", png="toy.png")
+    assert "**reproduces**" in text.splitlines()[2]
+    assert text.count("| m | 2 | crashed |") == 1
+    assert "python scripts/reproduce.py toy --seeds 0,1,2 --root runs/repro" in text
+    assert "6 distinct runs; 6.0 wall-minutes, 3.0 CPU-minutes" in text
+    s = page_summary(REPRO, RESULTS, [0, 1, 2])
+    assert s["claims"][0]["verdict"] == "reproduces" and s["crashed"] == 1
+
+
+def test_summary_has_thirty_rows_and_counts(tmp_path):
+    assert len({p.slug for p in PAPERS}) == len(PAPERS) == 30
+    docs = tmp_path / "docs"
+    (docs / "reproductions").mkdir(parents=True)
+    (docs / "reproductions" / "sara.json").write_text(
+        json.dumps(page_summary(REPRO, RESULTS, [0, 1, 2]))
+    )
+    exp = tmp_path / "experiments"
+    (exp / "vigor").mkdir(parents=True)
+    (exp / "vigor" / "repro.py").write_text("")
+    table = summary_lib.rows(docs, exp)
+    by = {r["slug"]: r for r in table}
+    assert len(table) == 30
+    assert by["sara"]["verdict"] == "reproduces" and "reproductions/sara.md" in by["sara"]["link"]
+    assert by["vigor"]["verdict"] == summary_lib.NOT_RUN
+    assert by["cbpo"]["verdict"].startswith(summary_lib.NOT_BUILT)
+    c = summary_lib.counts(table)
+    assert c["reproduces"] == 1 and c[summary_lib.NOT_BUILT] == sum(bool(p.blocked) for p in PAPERS)
+    text = summary_lib.summary_text(docs, exp)
+    assert text.count("\n| ") == 31  # header + 30 rows
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{summary_lib.README_BEGIN}\nold\n{summary_lib.README_END}\ntail\n")
+    assert summary_lib.update_readme(readme, c)
+    new = readme.read_text()
+    assert "old" not in new and "reproduces: 1" in new and new.endswith("tail\n")

@@ -1,0 +1,91 @@
+"""The verdict rule, the summaries and the per-run metrics on constructed numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlvr_jax.repro.metrics import PASS_1, PASS_1_BEFORE, ROLLOUTS, TOKENS, metric_value
+from rlvr_jax.repro.spec import Metric
+from rlvr_jax.repro.stats import (
+    NO_VERDICT,
+    NOT_RESOLVED,
+    OPPOSITE,
+    REPRODUCES,
+    Difference,
+    Summary,
+    verdict,
+)
+
+
+def test_summary_and_difference_by_hand():
+    a, b = Summary.of([0.40, 0.42, 0.44]), Summary.of([0.30, 0.31, 0.32, math.nan])
+    assert (a.mean, a.n, b.n) == (pytest.approx(0.42), 3, 3)
+    assert a.sd == pytest.approx(0.02) and b.sd == pytest.approx(0.01)
+    d = Difference.of(a, b)
+    assert d.delta == pytest.approx(0.11)
+    assert d.se == pytest.approx(math.sqrt(0.02**2 / 3 + 0.01**2 / 3))
+    assert d.relative == pytest.approx(0.11 / 0.31)
+
+
+@pytest.mark.parametrize(
+    "arm, base, direction, expected",
+    [
+        ([0.40, 0.42, 0.44], [0.30, 0.31, 0.32], "higher", REPRODUCES),
+        ([0.40, 0.42, 0.44], [0.30, 0.31, 0.32], "lower", OPPOSITE),
+        ([0.30, 0.31, 0.32], [0.40, 0.42, 0.44], "lower", REPRODUCES),
+        ([0.30, 0.40, 0.50], [0.30, 0.35, 0.40], "higher", NOT_RESOLVED),
+        ([0.30, 0.40, 0.50], [0.30, 0.35, 0.40], "lower", NOT_RESOLVED),
+        ([0.5, 0.5], [0.5, 0.5], "higher", NOT_RESOLVED),  # Δ = 0 = 2 s.e.
+        ([0.6, 0.6], [0.5, 0.5], "higher", REPRODUCES),  # s.e. 0, Δ > 0
+        ([0.6], [0.5, 0.5], "higher", NO_VERDICT),
+        ([0.6, math.nan], [0.5, 0.5], "higher", NO_VERDICT),
+    ],
+)
+def test_verdict_rule(arm, base, direction, expected):
+    assert verdict(Difference.of(Summary.of(arm), Summary.of(base)), direction) == expected
+
+
+def test_verdict_boundary_is_two_standard_errors():
+    base = Summary(0.0, 3.0, 9)  # s.e. = √(3²/9 + 0) = 1 exactly
+    arm = Summary(2.0, 0.0, 3)
+    assert verdict(Difference.of(arm, base), "higher") == NOT_RESOLVED  # |Δ| = 2 s.e.
+    arm = Summary(2.001, 0.0, 3)
+    assert verdict(Difference.of(arm, base), "higher") == REPRODUCES
+
+
+def _records():
+    return [
+        {"step": 0, "split": "eval", "pass@1": 0.20},
+        {"step": 1, "split": "train", "sampled_groups": 4.0, "response_len": 10.0, "x": 1.0},
+        {"step": 2, "split": "train", "select/rollouts": 20.0, "select/tokens": 150.0, "x": 3.0},
+        {"step": 2, "split": "eval", "pass@1": 0.25},
+        {"step": 3, "split": "train", "sampled_groups": 2.0, "response_len": 5.0},
+        {"step": 3, "split": "eval", "pass@1": 0.30},
+    ]
+
+
+def test_metric_values():
+    r = _records()
+    assert metric_value(r, 8, PASS_1) == 0.30
+    assert metric_value(r, 8, PASS_1_BEFORE) == 0.20
+    assert math.isnan(metric_value(r[1:], 8, PASS_1_BEFORE))  # no step-0 evaluation
+    assert metric_value(r, 8, ROLLOUTS) == 4 * 8 + 20 + 2 * 8
+    assert metric_value(r, 8, TOKENS) == 10 * 32 + 150 + 5 * 16
+    assert metric_value(r, 8, Metric("x", "x", reduce="sum")) == 4.0
+    assert metric_value(r, 8, Metric("x", "x", reduce="mean")) == 2.0
+    assert metric_value(r, 8, Metric("x", "x", reduce="last")) == 3.0
+    to = Metric("r", "pass@1", reduce="rollouts_to", target=0.25)
+    assert metric_value(r, 8, to) == 32 + 20  # first reached at step 2
+    assert metric_value(r, 8, Metric("r", "pass@1", reduce="rollouts_to", target=0.1)) == 0.0
+    assert math.isnan(metric_value(r, 8, Metric("r", "pass@1", reduce="rollouts_to", target=0.9)))
+    assert math.isnan(metric_value(r, 8, Metric("y", "missing", reduce="mean")))
+    assert math.isnan(metric_value([], 8, PASS_1))
+
+
+def test_cost_curve_pairs_each_eval_with_the_rollouts_before_it():
+    from rlvr_jax.repro.metrics import cost_curve
+
+    xs, ys = cost_curve(_records(), 8)
+    assert xs == [0.0, 32 + 20, 32 + 20 + 16] and ys == [0.20, 0.25, 0.30]

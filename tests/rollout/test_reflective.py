@@ -1,0 +1,135 @@
+"""GRSD's reflective rollout and self-teacher: the rows are the verified trajectories, the
+guidance is the policy's contrast of its own reflections, and it moves the self-teacher."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+import rlvr_jax.rl.methods  # noqa: F401  (registers the "guidance" signal, "grsd" transform)
+from rlvr_jax import tasks
+from rlvr_jax.models import init_model
+from rlvr_jax.rl import batch as batch_lib
+from rlvr_jax.rl import credit, signals
+from rlvr_jax.rollout import ROLLOUTS, Request, RolloutContext, score
+from rlvr_jax.rollout.reflective import GUIDANCE_FIELD, _generate
+from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.testing import parity_score_rows, score_context, tiny_config
+from rlvr_jax.tokenizers import cut_at_stop
+from rlvr_jax.train.warmstart import default_tokenizer
+
+TOK = default_tokenizer()
+HP = dict(ROLLOUTS.get("reflective").defaults, reflection_tokens=12, guidance_tokens=10)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    cfg = tiny_config(
+        vocab_size=TOK.vocab_size, eos_token_id=TOK.eos_id, max_position_embeddings=512
+    )
+    model = init_model(cfg, seed=0)
+    return model, Sampler(model, pad_id=TOK.pad_id or 0)
+
+
+def _ctx(policy, task, counts, max_new_tokens=10):
+    model, sampler = policy
+    params = SamplingParams(max_new_tokens=max_new_tokens, stop_token_ids=TOK.stop_ids)
+    request = Request(task.problems(len(counts), "train"), np.asarray(counts))
+    return RolloutContext(
+        sampler, TOK, task, nnx.state(model), params, jax.random.PRNGKey(1), request
+    )
+
+
+@pytest.fixture(scope="module")
+def reflected(policy):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(score, "score_rows", parity_score_rows)
+        ctx = _ctx(policy, tasks.get("arithmetic"), [4, 4, 4])
+        out = ROLLOUTS.get("reflective").fn(ctx, **HP)
+        plain = ROLLOUTS.get("plain").fn(
+            dataclasses.replace(ctx, key=jax.random.split(ctx.key, 3)[0])
+        )
+    return ctx, out, plain
+
+
+def test_rows_are_the_verified_trajectories_and_guidance_contrasts_their_reflections(reflected):
+    ctx, out, plain = reflected
+    for f in ("tokens", "response_mask", "behaviour_logps", "rewards"):
+        np.testing.assert_array_equal(getattr(out, f), getattr(plain, f))  # nothing else trained
+    ids, ref_len = out.info[GUIDANCE_FIELD], out.info["reflection_len_B"]
+    assert ((ref_len >= 1) & (ref_len <= HP["reflection_tokens"])).all()
+    mixed = [g for g in range(3) if 0 < out.correct[out.group == g].sum() < 4]
+    assert mixed, "parity rewards should give a mixed group"
+    has = (ids >= 0).any(-1)
+    np.testing.assert_array_equal(has, np.isin(out.group, mixed))
+    assert np.isnan(out.info["guidance_len_B"][~has]).all()
+    # The guidance is the policy's completion of the contrast prompt built from the policy's
+    # reflections on each verified trajectory (success vs failure): regenerated here.
+    _, k_reflect, k_guide = jax.random.split(ctx.key, 3)
+    after = out.attention_mask & ~out.prompt_mask
+    texts = []
+    for r in range(len(out.group)):
+        response = TOK.decode(cut_at_stop(out.tokens[r][after[r]].tolist(), TOK.stop_ids))
+        verdict = "correct" if out.correct[r] else "wrong"
+        prompt = out.problems[out.group[r]].prompt
+        texts.append(
+            HP["reflect_template"].format(prompt=prompt, response=response, verdict=verdict)
+        )
+    notes = [TOK.decode(x) for x in _generate(ctx, texts, HP["reflection_tokens"], k_reflect)]
+    guides = []
+    for g in mixed:
+        rows = np.flatnonzero(out.group == g)
+        lines = {c: "\n".join(f"- {notes[r]}" for r in rows if out.correct[r] == c)
+                 for c in (True, False)}  # fmt: skip
+        fields = dict(prompt=out.problems[g].prompt, successes=lines[True], failures=lines[False])
+        guides.append(HP["guide_template"].format(**fields))
+    want = _generate(ctx, guides, HP["guidance_tokens"], k_guide)
+    for g, w in zip(mixed, want, strict=True):
+        row = np.flatnonzero(out.group == g)[0]
+        assert ids[row][ids[row] >= 0].tolist() == w
+
+
+def test_guidance_moves_the_self_teacher_and_grsd_keeps_every_sign(policy, reflected):
+    model, _ = policy
+    _, out, _ = reflected
+    ctx = score_context(model, TOK, tasks.get("arithmetic"))
+    mask = out.response_mask & out.valid[:, None]
+    old = np.where(mask, ctx.policy.logps(out.tokens, out.attention_mask), 0).astype(np.float32)
+    b = batch_lib.from_groups(out, mask, old)
+    fn = signals.SIGNALS.get("guidance").fn
+    without = fn(ctx, out, b, template="{prompt}")["guidance_logps_BxT"]
+    with_g = fn(ctx, out, b, template="{prompt}\nGuidance: {guidance}")["guidance_logps_BxT"]
+    guided = (out.info[GUIDANCE_FIELD] >= 0).any(-1)
+    np.testing.assert_allclose(without, old, rtol=0, atol=2e-5)  # scored without it: ℓ^S
+    shift = np.abs(with_g - old).max(-1)
+    assert (shift[guided] > 1e-3).all() and (shift[~guided] == 0).all()
+    assert ctx.metrics["grsd/abs_shift"] > 1e-3 and ctx.metrics["grsd/guided_rows"] > 0
+    b = b.with_extra({"guidance_logps_BxT": with_g})
+    entry = credit.ESTIMATORS.get("grpo")
+    a, _ = entry.fn(b.rewards_B, b.group_B, b.valid_B, mask, num_groups=3, values_BxT=None,
+                    **entry.defaults)  # fmt: skip
+    a = np.asarray(a)
+    got = credit.apply_transforms(["grsd"], a, b, {"grsd": credit.TRANSFORMS.get("grsd").defaults})
+    got = np.asarray(got)
+    nz = mask & (a != 0)
+    assert nz.any() and (np.sign(got[nz]) == np.sign(a[nz])).all()
+    assert np.abs(got[nz] / a[nz] - 1).max() > 1e-3  # the guidance moved the credit
+
+
+def test_episodes_are_reflected_on_whole(policy):
+    task = tasks.get("tool_lookup", num_lookups=1, max_name_syllables=1, instructions=False)
+    ctx = _ctx(policy, task, [2, 2], max_new_tokens=12)
+    out = ROLLOUTS.get("reflective").fn(ctx, **HP)
+    turns = ROLLOUTS.get("multi_turn").fn(
+        dataclasses.replace(ctx, key=jax.random.split(ctx.key, 3)[0]), max_turns=0
+    )
+    np.testing.assert_array_equal(out.tokens, turns.tokens)
+    np.testing.assert_array_equal(out.info["turns_B"], turns.info["turns_B"])
+    assert (out.info["reflection_len_B"] >= 1).all()
+    # A random policy never solves an episode: no group has a contrast, so no guidance.
+    assert not out.correct.any() and (out.info[GUIDANCE_FIELD] < 0).all()
+    with pytest.raises(ValueError, match="'reflective' cannot continue prefixes"):
+        bad = dataclasses.replace(ctx.request, prefixes=[None] * 4)
+        ROLLOUTS.get("reflective").fn(dataclasses.replace(ctx, request=bad), **HP)
