@@ -3,12 +3,16 @@
 Usage:
   python scripts/bench_sampler.py                 # the issue's two settings
   python scripts/bench_sampler.py --sizes 3m --repeats 5
+  python scripts/bench_sampler.py --sizes long --execution attention=blockwise,attention_block=128
 
 For each setting it builds a random Qwen3 model, saves it once in the Hugging
 Face format and loads it in both libraries, then alternates timed runs of the two
 samplers (temperature 1, no top-k/top-p, no stop tokens so both generate
-exactly N tokens per row). It also measures this machine's f32 matmul FLOP/s
-and reports the fraction of it that decode reaches. Prints a markdown table.
+exactly N tokens per row). "long" is the 3m model with a 512-token prompt
+and 512 new tokens, where a blockwise model (`--execution`, ModelConfig execution
+options) attends only to the cache blocks filled so far. It also measures this
+machine's f32 matmul FLOP/s and reports the fraction of it that decode reaches.
+Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -22,13 +26,18 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from bench_train import parse_execution  # scripts/ is on sys.path when run as a script
 
 from rlvr_jax.models import load_pretrained, save_pretrained
-from rlvr_jax.models.transformer import init_model
+from rlvr_jax.models.transformer import init_model, with_execution
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.testing import bench_config
 
-SETTINGS = {"3m": dict(batch=64, prompt=32, new=128), "30m": dict(batch=32, prompt=32, new=256)}
+SETTINGS = {
+    "3m": dict(model="3m", batch=64, prompt=32, new=128),
+    "30m": dict(model="30m", batch=32, prompt=32, new=256),
+    "long": dict(model="3m", batch=16, prompt=512, new=512),
+}
 
 
 def matmul_peak_flops(n: int = 2048, repeats: int = 10) -> float:
@@ -60,15 +69,17 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def bench(size: str, repeats: int, peak: float) -> dict:
+def bench(size: str, repeats: int, peak: float, execution: dict) -> dict:
     import torch
     import transformers
 
-    s = SETTINGS[size]
-    cfg = bench_config(size)
+    s = dict(SETTINGS[size])
+    cfg = bench_config(s.pop("model"))
     with tempfile.TemporaryDirectory() as d:
         save_pretrained(init_model(cfg, seed=0), cfg, d)
         model, cfg = load_pretrained(d)
+        model = with_execution(model, **execution)
+        cfg = model.config
         hf = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
     rng = np.random.RandomState(0)
     prompts = rng.randint(3, cfg.vocab_size, (s["batch"], s["prompt"])).tolist()
@@ -117,14 +128,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--execution", default="", help="ModelConfig execution options k=v,...")
     args = ap.parse_args()
     import torch
 
+    torch.set_num_threads(len(os.sched_getaffinity(0)))  # the cores taskset leaves us
+    execution = parse_execution(args.execution)
     peak = matmul_peak_flops()
     print(f"machine: {os.cpu_count()} CPUs, jax {jax.__version__} ({jax.default_backend()}), "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads); "
-          f"f32 matmul peak {peak / 1e9:.1f} GFLOP/s")  # fmt: skip
-    rows = [bench(size, args.repeats, peak) for size in args.sizes]
+          f"f32 matmul peak {peak / 1e9:.1f} GFLOP/s; execution {execution}; "
+          f"load average {os.getloadavg()}")  # fmt: skip
+    rows = [bench(size, args.repeats, peak, execution) for size in args.sizes]
     print("\n| model | params | batch | prompt | new | rlvr_jax tok/s | transformers tok/s "
           "| ratio | decode FLOP/s / peak | first call (compile) s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -15,7 +15,9 @@ Logged per step: turns per episode (rollout/turns).
 
 Command: python -m rlvr_jax.main --config=experiments/agentic/tool_lookup.py --workdir=runs/tool
 Variants: `:pulse` (a tiny random model on tool_lookup, 2 steps).
-Measured here (docs/baselines.md, 3 seeds): see the tool_lookup GRPO table.
+Measured (docs/baselines.md, 3 seeds, a miniature of this config: 10 steps of 16 × 8,
+evaluation on 64 problems): held-out pass@1 43.7% -> 46.9%, a gain of +3.3 ± 0.9 points
+(sd; +2.5..+4.3), ~460 CPU s per run (`python scripts/reproduce.py agentic --pin 1`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -68,7 +68,6 @@ PAPERS = (
         "cbpo",
         "Contrastive Branch Policy Optimization (CBPO)",
         "branch-contrastive credit beats policy-optimization and branch baselines",
-        f"{TREE_ROLLOUTS}: real branching from prefixes",
     ),
     Paper(
         "nc_grpo",
@@ -126,7 +125,6 @@ PAPERS = (
         "grsd",
         "Group-Reflective Self-Distillation (GRSD)",
         "GRSD beats agentic RL baselines",
-        f"{TREE_ROLLOUTS}: reflections and agentic episodes",
     ),
     Paper(
         "cscr",

@@ -27,6 +27,13 @@ from rlvr_jax.repro.stats import RULE, Difference, Summary
 DOCS = runs_lib.REPO / "docs" / "reproductions"
 
 
+def _when(c: dict) -> str:
+    """When a run of config `c` evaluates, in words."""
+    start = "before RL, " if c["eval"].get("at_start", True) else ""
+    every = c["eval"]["every"]
+    return f"{start}every {every} steps and at the end" if every else f"{start}at the end"
+
+
 def fmt_value(x: float, metric: Metric) -> str:
     return "–" if not math.isfinite(x) else metric.fmt.format(x * metric.scale)
 
@@ -132,7 +139,7 @@ def _setup(repro: Reproduction, results: list[RunResult]) -> str:
             f"(≤ {c['rollout']['max_new_tokens']} new tokens); held-out evaluation on the first "
             f"{c['eval']['num_problems']} `{c['eval']['split']}` problems, "
             f"{c['eval']['n_samples']} samples each at temperature {c['eval']['temperature']} "
-            f"(unbiased pass@k), every {c['eval']['every'] or '–'} steps and at the end."
+            f"(unbiased pass@k), {_when(c)}."
         )
     before = Summary.of([r.before for r in results if r.done])
     if before.n:

@@ -46,11 +46,13 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
+from rlvr_jax import distributed
 from rlvr_jax.rl import credit
 from rlvr_jax.rollout import Groups, Prefix, Request, stack_rows
 from rlvr_jax.scheduling import (
     SCHEDULERS,
     Budget,
+    Lockstep,
     Outcomes,
     Pool,
     make_scheduler,
@@ -121,6 +123,7 @@ class Select:
         self.scheduler = build_scheduler(c, prior_remaining=prior)
         self.fields = type(self.scheduler).batch_fields
         self.budget = budget_of(c, processes)
+        self.processes = processes
         self.stream = PromptStream(prompts) if self.scheduler.stream_prompts else None
         self._problems = {}
         self.model, self.pad_id = model, pad_id  # the policy, updated in place by the trainer
@@ -177,10 +180,15 @@ class Select:
             groups = rollout(self._request(plan, rows), jax.random.fold_in(key, plan.round))
             return self._outcomes(plan, groups, rows)
 
+        def idle(plan, round_: int) -> None:  # another process samples: join its collectives
+            rollout(self._request(plan, rows), jax.random.fold_in(key, round_))
+
+        lockstep = Lockstep(distributed.agree, idle) if self.processes > 1 else None
         sched_key = jax.random.fold_in(key, SCHEDULER_KEY)
         self.state, sel = run_step(
-            self.scheduler, self.state, sched_key, self.budget, sample, stream=self.stream
-        )
+            self.scheduler, self.state, sched_key, self.budget, sample, stream=self.stream,
+            lockstep=lockstep,
+        )  # fmt: skip
         groups, stats, fields = self._pack(sel, rows)
         stats.update(refreshed)
         if self.stream is not None:

@@ -43,13 +43,15 @@ k-th slice of its own shuffled rows, so with `train.num_minibatches` > 1 the
 minibatches differ from a one-process run's (a different random split);
 losses and other update metrics come from the global minibatch. Rollout and
 select statistics are summed over processes (means from global sums; counts add
-up); timings are process 0's. Evaluation runs on every process over the same
+up); timings are process 0's. Dynamic sampling's rounds run in step on every
+process (`scheduling.Lockstep`): a host that has its B groups idles, repeating its
+last rollout, while another still samples. Evaluation runs on every process over the same
 problems (each host samples its own copy of the rows; process 0's are the rows a
 one-process run samples) and process 0 logs its result. Not yet multi-process:
 schedulers that keep per-prompt statistics of a pool (all but uniform and
-dynamic sampling) and dynamic sampling with several rounds (hosts would stop
-sampling at different rounds), which raise; score signals that call models
-other than through the policy's scorer (e.g. a teacher's scorer).
+dynamic sampling) and MOPD's per-domain teachers, which raise. A loaded teacher
+(score.teacher) is sharded on the policy's mesh and scores each process's own rows,
+like the policy's scorer.
 """
 
 from __future__ import annotations
@@ -93,20 +95,6 @@ log = logging.getLogger(__name__)
 _LENGTH_MULTIPLE = 32
 
 
-def _on_host_rows(fn, mesh):
-    """`fn(params, rest, tokens_BxT, mask_BxT)` taking and returning this process's rows.
-
-    The host rows become one global batch (every process's rows, concatenated);
-    the [B, T] result comes back as this process's rows, in NumPy.
-    """
-
-    def call(params, rest, tokens_BxT, mask_BxT):
-        rows = distributed.host_local_to_global((tokens_BxT, mask_BxT), mesh)
-        return distributed.host_rows(fn(params, rest, *rows))
-
-    return call
-
-
 def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     """Raises (naming the config field) for what a multi-process run cannot split."""
     n = jax.process_count()
@@ -118,6 +106,10 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
         raise NotImplementedError(
             f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
         )
+    if "mopd" in signals.signal_names(c):  # each host routes a different number of rows
+        raise NotImplementedError(  # to each domain's teacher: unequal collectives
+            f"config.score.signals 'mopd' is not supported with {n} processes yet"
+        )
     distributed.check_rows_split(mesh)
     d = c.data
     if d.prompts_per_step % n or (d.prompts_per_step // n * d.group_size) % c.train.num_minibatches:
@@ -126,14 +118,13 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
             f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
             f"config.train.num_minibatches = {c.train.num_minibatches}"
         )
-    # These stop sampling on host-local conditions (or keep per-prompt statistics of a
-    # pool), so hosts would sample different numbers of times; they need a cross-process
-    # agreement on when to stop.
-    stream = SCHEDULERS[c.select.name].stream_prompts
-    if not stream or (c.select.name == "dynamic_sampling" and c.select.max_rounds > 1):
+    # These keep per-prompt statistics of a pool, which each host would update from its
+    # own rows only. (Streaming schedulers stop sampling on host-local conditions; the
+    # hosts keep their rounds in step: scheduling.Lockstep.)
+    if not SCHEDULERS[c.select.name].stream_prompts:
         raise NotImplementedError(
-            f"config.select.name = {c.select.name!r} (max_rounds = {c.select.max_rounds}) "
-            f"is not supported with {n} processes yet; use 'uniform' or max_rounds = 1"
+            f"config.select.name = {c.select.name!r} is not supported with {n} processes "
+            "yet; use 'uniform' or 'dynamic_sampling'"
         )
 
 
@@ -182,7 +173,7 @@ class Trainer:
         )
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         mesh_kw = dict(mesh=self.mesh, rules=self.rules)
-        scorer = _on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
+        scorer = distributed.on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
         cfg, chunk = self.model.config, self._chunk()
         policy = signals.Scorer(scorer, graphdef, params, self.rest, cfg, chunk)
         # The reference policy for KL: the initial weights, frozen.
@@ -209,7 +200,8 @@ class Trainer:
             )
             critic_opt = critic_optimizer.init(critic_params)
             self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
-            self.value_fn = _on_host_rows(make_value_fn(critic_graphdef, **mesh_kw), self.mesh)
+            value_fn = make_value_fn(critic_graphdef, **mesh_kw)
+            self.value_fn = distributed.on_host_rows(value_fn, self.mesh)
         constant = c.loss.constant or c.rollout.max_new_tokens  # per non-empty row
         kw = dict(
             constant=constant,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from rlvr_jax.scheduling.base import (
     Budget,
+    Lockstep,
     Outcomes,
     Plan,
     Pool,
@@ -69,6 +70,7 @@ def make_scheduler(name: str, difficulty: str | None = None, difficulty_options=
 
 __all__ = [
     "Budget",
+    "Lockstep",
     "Outcomes",
     "Plan",
     "Pool",

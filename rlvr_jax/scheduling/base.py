@@ -194,6 +194,7 @@ def run_step(
     *,
     bucket: Callable[[int], int] = bucket_rows,
     stream: Callable[[int], np.ndarray] | None = None,
+    lockstep: Lockstep | None = None,
 ) -> tuple[State, Selection]:
     """Runs one RL step's select↔rollout rounds.
 
@@ -206,19 +207,52 @@ def run_step(
       bucket: row count -> padded row count per round.
       stream: optional `stream(count) -> pool indices`: the caller's prompt stream,
         where a `stream_prompts` scheduler draws its fresh prompts.
+      lockstep: in a multi-process run, keeps every process's rounds in step (see
+        `Lockstep`): a process whose scheduler is done idles while others sample.
     Returns:
       (state after the step, Selection).
     """
+    done, last = False, None
     for r in range(budget.max_rounds):
-        kw = {} if stream is None else {"stream": stream}
-        plan = scheduler.propose(state, jax.random.fold_in(key, r), budget, **kw)
-        if plan.num_rows == 0:
-            if plan.info:  # decisions without rows (e.g. all abandoned) still apply
-                state = scheduler.observe(state, plan, empty_outcomes())
+        if not done:
+            kw = {} if stream is None else {"stream": stream}
+            plan = scheduler.propose(state, jax.random.fold_in(key, r), budget, **kw)
+            if plan.num_rows == 0:
+                if plan.info:  # decisions without rows (e.g. all abandoned) still apply
+                    state = scheduler.observe(state, plan, empty_outcomes())
+                done = True
+        if lockstep is None and done:
             break
-        outcomes = sample(plan.padded(bucket(plan.num_rows)))
+        if lockstep is not None and not lockstep.agree(not done):  # every process is done
+            break
+        if done:  # another process samples this round: join its collectives
+            if last is None:
+                raise RuntimeError("a process had no rows to sample in the step's first round")
+            lockstep.idle(last, r)
+            continue
+        last = plan.padded(bucket(plan.num_rows))
+        outcomes = sample(last)
         state = scheduler.observe(state, plan, outcomes.take(plan.num_rows))
     return scheduler.finish(state, budget)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lockstep:
+    """How the processes of a multi-process run agree on the rounds of a step.
+
+    Sampling is a collective (every process runs the same jitted programs), so all
+    processes run the same number of rounds: while any still samples, a process
+    whose scheduler is done repeats its last round's rollout and discards it.
+
+    Attributes:
+      agree: `agree(flag) -> bool`, the OR of `flag` over processes (a collective).
+      idle: `idle(plan, round)`: runs the rollout of `plan` (this process's last
+        padded plan) with round `round`'s key, which the processes share, without
+        recording its rows.
+    """
+
+    agree: Callable[[bool], bool]
+    idle: Callable[[Plan, int], None]
 
 
 def empty_outcomes() -> Outcomes:

@@ -111,7 +111,7 @@ def test_summary_has_thirty_rows_and_counts(tmp_path):
     assert len(table) == 30
     assert by["sara"]["verdict"] == "reproduces" and "reproductions/sara.md" in by["sara"]["link"]
     assert by["vigor"]["verdict"] == summary_lib.NOT_RUN
-    assert by["cbpo"]["verdict"].startswith(summary_lib.NOT_BUILT)
+    assert by["spyrl"]["verdict"].startswith(summary_lib.NOT_BUILT)
     c = summary_lib.counts(table)
     assert c["reproduces"] == 1 and c[summary_lib.NOT_BUILT] == sum(bool(p.blocked) for p in PAPERS)
     text = summary_lib.summary_text(docs, exp)

@@ -119,3 +119,32 @@ def test_state_round_trips_and_resume_is_exact(name, kw, tmp_path):
             np.testing.assert_array_equal(getattr(x, f.name), getattr(y, f.name))
     for a, b in zip(before, jax.tree.leaves(state), strict=True):  # schedulers are pure
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("others_rounds", [0, 2])
+def test_lockstep_idles_through_other_processes_rounds(others_rounds):
+    """A process whose scheduler is done repeats its last plan (unrecorded) while another
+    process still samples; the selection is what the process alone would select."""
+    pop = _pop()
+    budget = S.Budget(groups=6, group_size=4, max_rollouts=400, max_rounds=6)
+    sched = S.make_scheduler("uniform")
+    state = sched.init(pop.pool(), budget)
+    plans, idled, flags = [], [], []
+
+    def agree(flag):  # OR with another process that samples `others_rounds` more rounds
+        flags.append(flag)
+        return flag or len(flags) <= len(plans) + others_rounds
+
+    lockstep = S.Lockstep(agree, lambda plan, r: idled.append((plan, r)))
+    sampler = sim.SimSampler(pop, seed=7, group_size=4)
+    key = jax.random.key(0)
+    alone = S.run_step(sched, state, key, budget, sim.SimSampler(pop, seed=7, group_size=4))[1]
+    _, sel = S.run_step(
+        sched, state, key, budget, lambda p: plans.append(p) or sampler(p), lockstep=lockstep
+    )
+    assert len(plans) == 1  # uniform proposes once
+    assert [r for _, r in idled] == list(range(1, 1 + others_rounds))  # the rounds' keys
+    assert all(p is plans[-1] for p, _ in idled)
+    assert flags == [True] + [False] * (others_rounds + 1)  # one agreement per round
+    np.testing.assert_array_equal(sel.rollout_R, alone.rollout_R)
+    np.testing.assert_array_equal(sel.reward_R, alone.reward_R)

@@ -1,0 +1,51 @@
+"""Miniature reproduction of GRSD against GRPO on multi-turn tool_lookup episodes.
+
+  python scripts/reproduce.py grsd --seeds 0,1,2 --pin 1
+
+The GRPO arm is the agentic page's (experiments/agentic/repro.py): the same
+config and miniature, hence the same runs.
+"""
+
+import importlib.util
+from pathlib import Path
+
+from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
+from rlvr_jax.repro.metrics import GAIN, PASS_1_BEFORE
+from rlvr_jax.repro.miniature import TUNING
+
+_spec = importlib.util.spec_from_file_location(
+    "_repro_agentic_arms", Path(__file__).parents[1] / "agentic" / "repro.py"
+)
+_agentic = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_agentic)
+
+
+def get_reproduction() -> Reproduction:
+    return Reproduction(
+        slug="grsd",
+        paper="Group-Reflective Self-Distillation (GRSD)",
+        arms=(
+            Arm(
+                "grsd",
+                "grsd/grsd.py",
+                note="reflections on the verified group contrasted into guidance; the "
+                "self-teacher under it rescales turn advantages by clip(exp(λ·sign(A)·Δℓ), "
+                "0.5, 2), λ = 1",
+            ),
+            _agentic.GRPO_TOOL,
+        ),
+        baseline="grpo",
+        common=_agentic.SHRUNK,
+        metrics=(PASS_1_BEFORE, PASS_1, GAIN, pass_at(8), _agentic.TURNS),
+        claims=(
+            Claim(
+                "GRSD beats agentic RL baselines (here: GRPO on the same episodes)",
+                "pass@1",
+                "grsd",
+                "grpo",
+                "higher",
+            ),
+        ),
+        shrunk=_agentic.SHRUNK_TEXT + " ALFWorld/WebShop-style environments in the paper.",
+        tuning=TUNING,
+    )
