@@ -174,6 +174,21 @@ def host_local_to_global(batch, mesh: jax.sharding.Mesh, sharding=None):
     )
 
 
+def on_host_rows(fn, mesh: jax.sharding.Mesh):
+    """`fn(params, rest, tokens_BxT, mask_BxT)` taking and returning this process's rows.
+
+    The host rows become one global batch (every process's rows, concatenated);
+    the [B, T] result comes back as this process's rows, in NumPy. (A scorer of a
+    policy, critic or teacher sharded over `mesh`.)
+    """
+
+    def call(params, rest, tokens_BxT, mask_BxT):
+        rows = host_local_to_global((tokens_BxT, mask_BxT), mesh)
+        return host_rows(fn(params, rest, *rows))
+
+    return call
+
+
 def to_host(tree):
     """Host numpy copies of (possibly cross-host) global arrays, whole on every process.
 

@@ -21,6 +21,8 @@ step: one optimizer update of the PPO-clip GRPO loss (rlvr_jax.rl.update.make_up
   included), the PaLM accounting (full, not causal, attention); XLA's own count
   of the compiled step is printed too.
 scaling: step time as the sequence length and the rows (group size x prompts) double.
+compile: CPU time to compile one update of `--size` at `--layers` layers, layers
+  unrolled vs scanned.
 memory: one update of a single row of T tokens on the 3m model, each T in a fresh
   process: peak resident memory (ru_maxrss), and XLA's planned temp buffers.
 Our model runs with `--execution` (ModelConfig execution options, e.g.
@@ -275,9 +277,24 @@ def memory(lengths, execution_text: str) -> None:
         )
 
 
+def compile_times(size: str, layers: int, execution: dict) -> None:
+    """CPU seconds to compile one update of the `size` model cut/grown to `layers` layers,
+    with the layers unrolled and under one lax.scan (`scan_layers`)."""
+    cfg = bench_config(size).replace(num_layers=layers)
+    batch = make_batch(cfg, 4, 256, 64)
+    print(f"# {size} model at {layers} layers, 4 x 256 tokens, execution {execution}")
+    print("| layers | scan_layers | compile CPU s | wall s |")
+    print("|---|---|---|---|")
+    for scan in (False, True):
+        model = with_execution(init_model(cfg, seed=0), **execution, scan_layers=scan)
+        wall, cpu = _timed(lambda model=model: jax_step(model, batch))
+        print(f"| {layers} | {scan} | {cpu:.1f} | {wall:.1f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["peak", "step", "scaling", "memory", "memory-one"])
+    ap.add_argument("mode", choices=["peak", "step", "scaling", "memory", "memory-one", "compile"])
+    ap.add_argument("--layers", type=int, default=36, help="compile: model depth")
     ap.add_argument("--sizes", default="3m,30m,100m")
     ap.add_argument("--size", default="3m")
     ap.add_argument("--rows", type=int, default=16)
@@ -293,6 +310,8 @@ def main():
         return memory_one(a.length, execution)
     print(f"# cores={cores()} jax={jax.__version__} backend={jax.default_backend()} "
           f"execution={execution} load average {os.getloadavg()}")  # fmt: skip
+    if a.mode == "compile":
+        return compile_times(a.size, a.layers, execution)
     if a.mode == "memory":
         return memory([int(x) for x in (a.lengths or "2048,4096,8192").split(",")], a.execution)
     p = matmul_peak()

@@ -29,12 +29,29 @@ Token PPO clip ε = 0.2. Not here: the paper's multi-turn tool-integrated
 branching (the rollout refuses multi-turn tasks; branches inside a model turn
 are not built) and its search benchmarks.
 Logged per step: rollout/branches_per_root, rollout/node_cbv (mean CBV of the
-nodes' groups), rollout/branched (share of branch rows) with the reward / pass
-rate of branch rows against roots (rollout/branched_reward, rollout/not_branched_*).
+nodes' groups), rollout/node_contrast (share of nodes whose group disagrees),
+rollout/branched (share of branch rows) with the reward / pass rate of branch rows
+against roots (rollout/branched_reward, rollout/not_branched_*).
 
 Command: python -m rlvr_jax.main --config=experiments/cbpo/cbpo.py --workdir=runs/cbpo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps, G = 8 kept).
-Runtime: not measured (two sampler calls per step: roots, then branches).
+Runtime: two sampler calls per step (roots, then branches; a branch decodes the full
+budget before its cut), ~1.5x GRPO's CPU time in the run below.
+
+Measured (one seed, a miniature, not a reproduction): CBPO vs GRPO
+(experiments/baselines/grpo.py) at an equal rollout budget, 32 prompts x G = 8 rows per
+step, 10 steps, on the warm-start Countdown base, held-out pass@k on 128 test problems x
+4 samples at temperature 1, each arm run as
+  taskset -c 0 nice -n 10 python -m rlvr_jax.main --config=<file> --workdir=runs/mini_<arm>
+    --config.train.steps=10 --config.eval.every=0 --config.eval.n_samples=4
+    --config.seed=0 --config.checkpoint.export_final=False
+on this 2-core CPU shared with other jobs:
+  arm   pass@1 before -> after   pass@4 before -> after   CPU (user+sys)
+  CBPO  0.213 -> 0.307           0.461 -> 0.516           189 s (wall 15m29s)
+  GRPO  0.213 -> 0.313           0.461 -> 0.492           127 s (wall 8m49s)
+CBPO logged 3.0 branches per root and a mean node CBV of 0.08-0.16 per step; branch rows'
+reward was below the roots' on 8 of 10 steps. One seed and 512 samples per evaluation
+(standard error of pass@1 ~0.02): no difference between the arms is resolved.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -26,8 +26,8 @@ Expected runtime: unmeasured (no TPU run has been made with this codebase).
 Expected metric: unmeasured here; GRPO on Qwen3-4B should raise MATH-style test
 accuracy (eval avg@n below) over the first few hundred steps.
 The workdir is a gcsfuse mount of a bucket every host writes (or a gs:// path).
-Multi-host: `rlvr_jax.main --distributed` (docs/tpu_pods.md); the `:dapo` variant's
-dynamic sampling with several rounds is still single-process only (the trainer raises).
+Multi-host: `rlvr_jax.main --distributed` (docs/tpu_pods.md), the `:dapo` variant's
+multi-round dynamic sampling included (the hosts keep their rounds in step).
 Fit (scripts/plan.py, `:dapo`, P + N = 1024 + 8192, extrapolated from 2, 4 layers): train
 step 10.5 GiB and sampler call 60.5 GiB per chip of a v5p's 88.5 GiB (docs/tpu_pods.md).
 """

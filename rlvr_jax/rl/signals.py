@@ -202,7 +202,6 @@ def compute(ctx: ScoreContext, groups, batch, names: list[str], options) -> Batc
     Returns:
       The Batch with every provided field (a later signal overwrites an earlier one).
     """
-    ctx.metrics.clear()
     for name in names:
         fields = SIGNALS.get(name).fn(ctx, groups, batch, **options[name])
         want = set(provides(name))

@@ -49,8 +49,9 @@ last rollout, while another still samples. Evaluation runs on every process over
 problems (each host samples its own copy of the rows; process 0's are the rows a
 one-process run samples) and process 0 logs its result. Not yet multi-process:
 schedulers that keep per-prompt statistics of a pool (all but uniform and
-dynamic sampling), which raise; score signals that call models
-other than through the policy's scorer (e.g. a teacher's scorer).
+dynamic sampling) and MOPD's per-domain teachers, which raise. A loaded teacher
+(score.teacher) is sharded on the policy's mesh and scores each process's own rows,
+like the policy's scorer.
 """
 
 from __future__ import annotations
@@ -94,20 +95,6 @@ log = logging.getLogger(__name__)
 _LENGTH_MULTIPLE = 32
 
 
-def _on_host_rows(fn, mesh):
-    """`fn(params, rest, tokens_BxT, mask_BxT)` taking and returning this process's rows.
-
-    The host rows become one global batch (every process's rows, concatenated);
-    the [B, T] result comes back as this process's rows, in NumPy.
-    """
-
-    def call(params, rest, tokens_BxT, mask_BxT):
-        rows = distributed.host_local_to_global((tokens_BxT, mask_BxT), mesh)
-        return distributed.host_rows(fn(params, rest, *rows))
-
-    return call
-
-
 def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     """Raises (naming the config field) for what a multi-process run cannot split."""
     n = jax.process_count()
@@ -118,6 +105,10 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     if c.rollout.name in ("lora_scaffold", "reflective"):
         raise NotImplementedError(
             f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
+        )
+    if "mopd" in signals.signal_names(c):  # each host routes a different number of rows
+        raise NotImplementedError(  # to each domain's teacher: unequal collectives
+            f"config.score.signals 'mopd' is not supported with {n} processes yet"
         )
     distributed.check_rows_split(mesh)
     d = c.data
@@ -182,7 +173,7 @@ class Trainer:
         )
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         mesh_kw = dict(mesh=self.mesh, rules=self.rules)
-        scorer = _on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
+        scorer = distributed.on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
         cfg, chunk = self.model.config, self._chunk()
         policy = signals.Scorer(scorer, graphdef, params, self.rest, cfg, chunk)
         # The reference policy for KL: the initial weights, frozen.
@@ -209,7 +200,8 @@ class Trainer:
             )
             critic_opt = critic_optimizer.init(critic_params)
             self.critic_rest = sharding.shard_state(self.critic_rest, self.mesh, self.rules)
-            self.value_fn = _on_host_rows(make_value_fn(critic_graphdef, **mesh_kw), self.mesh)
+            value_fn = make_value_fn(critic_graphdef, **mesh_kw)
+            self.value_fn = distributed.on_host_rows(value_fn, self.mesh)
         constant = c.loss.constant or c.rollout.max_new_tokens  # per non-empty row
         kw = dict(
             constant=constant,

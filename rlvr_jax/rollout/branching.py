@@ -30,7 +30,8 @@ order), branch_parent_B (the parent's id, −1 for a root), branch_pos_B (path
 position of the row's first sampled token: its branch point, 0 for a root),
 branched_B; and, logged by the trainer, branches_per_root_B (branch rows hung on
 each root; NaN on branch rows) and node_cbv_B (the reward spread of the node a
-branch row came from, population std over parent + branches; NaN on roots).
+branch row came from, population std over parent + branches; NaN on roots) and
+node_contrast_B (1 where that group's rewards differ, CBV > 0; NaN on roots).
 The score signal "branch_tree" turns the tree into the credit layout of the
 "cbpo" transform. Ours: roots ¼ (G = 8: 2 roots, 3 nodes of 2 branches),
 entropy_frac 0.2, width 2, α = β = ½, one
@@ -215,7 +216,9 @@ def branching(
 
 
 def tree_stats(group_B, rewards_B, parent_B, pos_B) -> dict[str, np.ndarray]:
-    """branches_per_root_B (NaN on branch rows) and node_cbv_B (NaN on roots), see module doc.
+    """branches_per_root_B (NaN on branch rows), node_cbv_B and node_contrast_B (NaN on roots).
+
+    node_contrast_B is 1 where the row's node group does not agree (CBV > 0), else 0.
 
     Args:
       group_B: [B] group ids; rewards_B: [B] rewards; parent_B: [B] parent id within
@@ -236,4 +239,5 @@ def tree_stats(group_B, rewards_B, parent_B, pos_B) -> dict[str, np.ndarray]:
         else:
             node = np.flatnonzero((par == par[b]) & (pos_B == pos_B[b]))
             cbv[b] = np.std(rewards_B[[par[b], *node]])
-    return {"branches_per_root_B": per_root, "node_cbv_B": cbv}
+    contrast = np.where(np.isnan(cbv), np.nan, (cbv > 0).astype(np.float32))
+    return {"branches_per_root_B": per_root, "node_cbv_B": cbv, "node_contrast_B": contrast}

@@ -555,6 +555,12 @@ def _rlsd(c, bs, train):
 
 def _distribution_kl(c, bs, train):
     assert all(x["reverse_kl"] > 0 for x in train if "loss" in x)  # the student ≠ the teacher
+    # The teacher's informativeness is logged every step (item 6), from the same forward.
+    signal = "teacher_topk" if "teacher_topk" in c.score.signals else "teacher_hidden"
+    for x in train:
+        assert 0 <= x[f"{signal}/noise_frac"] <= 1 and 0 <= x[f"{signal}/sign_agree_balanced"] <= 1
+    if signal == "teacher_topk":
+        assert all(0 < x["teacher_topk/coverage"] <= 1 for x in train)
 
 
 def _h2sd_full(c, bs, train):

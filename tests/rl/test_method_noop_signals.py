@@ -471,7 +471,8 @@ def _student_states(ctx, b, topk=0):
     """The policy's own next-token states on the plain rows (`teacher_dists.make_state_fn`)."""
     p = ctx.policy
     fn = td.make_state_fn(p.graphdef, topk=topk)
-    return np.asarray(fn(p.params, p.rest, b["tokens_BxT"], b["attention_mask_BxT"]))
+    states = np.asarray(fn(p.params, p.rest, b["tokens_BxT"], b["attention_mask_BxT"]))
+    return td.split_states(states)[0]
 
 
 def _kl_loss(name, b, a, fields, **hp):
@@ -554,7 +555,7 @@ def teacher_topk_reduces(model_case):
     np.testing.assert_allclose(got, -a * b["mask_BxT"], **MODEL_TOL)
 
 
-_TD_OPTS = dict(source="hint", domain="", role="teacher", path="")
+_TD_OPTS = dict(source="hint", domain="", role="teacher", path="", diagnostics=False)
 
 
 def _tree_case(parent, pos, rewards, lengths):

@@ -282,8 +282,8 @@ def test_teacher_hidden_and_topk_equal_a_direct_forward_of_the_hint_view(setup):
     ctx = dataclasses.replace(ctx, cache={})
     model = _model(ctx)
     kw = dict(source="hint", domain="", role="teacher", path="", template=HINT_TPL)
-    h = td.teacher_hidden(ctx, g, b, **kw)["teacher_hidden_BxTxD"]
-    top = td.teacher_topk(ctx, g, b, k=3, **kw)
+    h = td.teacher_hidden(ctx, g, b, **kw, diagnostics=False)["teacher_hidden_BxTxD"]
+    top = td.teacher_topk(ctx, g, b, k=3, **kw, diagnostics=False)
     m = b["mask_BxT"]
     rows, length = m.shape
     texts = [p.prompt + "\n" + ctx.task.hint(p) for p in (_problem(g, i) for i in range(rows))]
@@ -303,6 +303,25 @@ def test_teacher_hidden_and_topk_equal_a_direct_forward_of_the_hint_view(setup):
         np.testing.assert_allclose(top["teacher_topk_logps_BxTxK"][i][m[i]], want_v, atol=2e-5)
         np.testing.assert_array_equal(top["teacher_topk_ids_BxTxK"][i][m[i]], want_i)
         assert not h[i][~m[i]].any()
+
+
+def test_teacher_hidden_and_topk_log_the_teachers_diagnostics(setup):
+    # The same hinted view scored three ways: the sampled-token log-probs that come with
+    # the hidden states / top-k give the "teacher" signal's diagnostics.
+    ctx, g, b = setup
+    ctx = dataclasses.replace(ctx, cache={}, step_cache={}, metrics={})
+    kw = dict(source="hint", domain="", role="teacher", path="", template=HINT_TPL)
+    ms.teacher(ctx, g, b, **kw, diagnostics=True)
+    td.teacher_hidden(ctx, g, b, **kw, diagnostics=True)
+    top = td.teacher_topk(ctx, g, b, k=3, **kw, diagnostics=True)
+    want = {k.split("/", 1)[1]: v for k, v in ctx.metrics.items() if k.startswith("teacher/")}
+    assert "sign_agree_balanced" in want
+    for prefix in ("teacher_hidden", "teacher_topk"):
+        for k, v in want.items():
+            assert ctx.metrics[f"{prefix}/{k}"] == pytest.approx(v, rel=1e-3, abs=1e-4), (prefix, k)
+    m = b["mask_BxT"]
+    inside = (top["teacher_topk_ids_BxTxK"] == b["tokens_BxT"][..., None]).any(-1)
+    assert ctx.metrics["teacher_topk/coverage"] == pytest.approx(inside[m].mean())
 
 
 # ----------------------------------------------------------------------- diagnostics

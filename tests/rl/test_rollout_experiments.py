@@ -131,7 +131,7 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
         assert all(x["rollout/branches_per_root"] > 1 for x in train)
         assert all(x["rollout/branched"] == 0.75 for x in train)  # 6 of G = 8 rows
         assert all(0 <= x["rollout/node_cbv"] <= 0.5 for x in train)
-        assert any(x["rollout/node_cbv"] > 0 for x in train)
+        assert any(x["rollout/node_cbv"] > 0 and 0 < x["rollout/node_contrast"] for x in train)
         for b in batches:
             tree = b["branch_parent_B"] >= 0
             assert (b["branch_offset_B"][tree] >= 1).all() and b["branch_shared_BxB"].any()

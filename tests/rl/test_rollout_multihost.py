@@ -56,7 +56,9 @@ def test_per_host_rollouts_refuse_several_processes(name, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["oc_grpo/oc_grpo", "nc_grpo/nc_grpo", "agentic/tool_lookup"])
+@pytest.mark.parametrize(
+    "name", ["oc_grpo/oc_grpo", "nc_grpo/nc_grpo", "agentic/tool_lookup", "cbpo/cbpo"]
+)
 def test_rollout_runs_in_two_processes(name, tmp_path):
     script = tmp_path / "child.py"
     script.write_text(_CHILD)

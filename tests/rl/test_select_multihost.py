@@ -75,21 +75,19 @@ _CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
-def test_dynamic_sampling_rounds_stay_in_step_across_processes(tmp_path):
+def launch_two(tmp_path, child: str, *args) -> None:
+    """Runs `child` (a script taking port, process id, *args) as 2 processes x 2 CPU devices."""
     script = tmp_path / "child.py"
-    script.write_text(_CHILD)
+    script.write_text(child)
     env = dict(
         os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"
     )
     with socket.socket() as s:
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
-    workdir = tmp_path / "run"
-    outs = [tmp_path / f"calls_{i}.json" for i in range(2)]
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), str(port), str(i), str(workdir), str(outs[i])],
+            [sys.executable, str(script), str(port), str(i), *(a(i) for a in args)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -107,6 +105,13 @@ def test_dynamic_sampling_rounds_stay_in_step_across_processes(tmp_path):
     for i, (p, (out, err)) in enumerate(zip(procs, logs, strict=True)):
         assert p.returncode == 0, f"process {i}:\n{err[-4000:]}"
         assert f"DONE {i}" in out
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_rounds_stay_in_step_across_processes(tmp_path):
+    workdir = tmp_path / "run"
+    outs = [tmp_path / f"calls_{i}.json" for i in range(2)]
+    launch_two(tmp_path, _CHILD, lambda i: str(workdir), lambda i: str(outs[i]))
     calls = [json.loads(o.read_text()) for o in outs]
     # Process 1 sampled (and recorded) 3 rounds; process 0 recorded fewer and idled
     # through the rest: both ran the rollout's collectives equally often.

@@ -119,6 +119,8 @@ def test_tree_stats_are_logged_per_root_and_per_node(branched):
             and out.info["branch_pos_B"][q] == out.info["branch_pos_B"][r]
         ]  # fmt: skip
         np.testing.assert_allclose(cbv[r], np.std(out.rewards[node]), rtol=1e-6)
+        assert out.info["node_contrast_B"][r] == float(cbv[r] > 0)
+    assert np.isnan(out.info["node_contrast_B"][~branch]).all()
     got = tree_stats([0] * 4, [1, 0, 0, 1], [-1, 0, 0, -1], [0, 2, 2, 0])
     want = np.std([1, 0, 0])
     np.testing.assert_allclose(got["node_cbv_B"], [np.nan, want, want, np.nan], rtol=1e-6)

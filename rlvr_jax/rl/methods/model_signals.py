@@ -36,7 +36,7 @@ import string
 import numpy as np
 from flax import nnx
 
-from rlvr_jax import sharding
+from rlvr_jax import distributed, sharding
 from rlvr_jax.core import opsa
 from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods import task_signals
@@ -254,6 +254,8 @@ def load_teacher(ctx, *, source: str, domain: str, role: str, path: str) -> sign
         nnx.update(model, sharding.shard_state(nnx.state(model), ctx.mesh, ctx.rules))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     fn = make_scorer(graphdef, mesh=ctx.mesh, rules=ctx.rules)
+    if ctx.mesh is not None:  # each process's rows in, its rows out (as the policy's)
+        fn = distributed.on_host_rows(fn, ctx.mesh)
     ctx.cache[key] = signals.Scorer(fn, graphdef, params, rest, model.config, ctx.chunk)
     return ctx.cache[key]
 

@@ -22,36 +22,52 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr_jax.models.scoring import token_logps, topk_logps
+from rlvr_jax.models import vocab
+from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import signals
-from rlvr_jax.rl.methods.model_signals import load_teacher, map_back, relayout, render_prompts
+from rlvr_jax.rl.methods.model_signals import (
+    load_teacher,
+    map_back,
+    relayout,
+    render_prompts,
+    teacher_diagnostics,
+)
 from rlvr_jax.train import privileged
 
 
 def make_state_fn(graphdef, *, topk: int = 0):
     """Jitted `(params, rest, tokens, attn)` -> the model's next-token states, aligned like logps.
 
-    topk = 0: the final hidden states [B, T, D] float32 (entry t predicts token
-    t; 0 at t = 0; `scoring.token_logps(return_hidden=True)`). topk > 0: the k
-    most likely tokens' log-probs and ids (`scoring.topk_logps`, chunked over
-    the vocabulary) packed as one float32 [B, T, 2K] array (ids < 2^24 are
-    exact; `unpack_topk`).
+    One forward. topk = 0: the final hidden states [B, T, D] (entry t predicts
+    token t; 0 at t = 0; `scoring.token_logps(return_hidden=True)`). topk > 0:
+    the k most likely tokens' log-probs and ids (`models.vocab.topk_logps`,
+    chunked over the vocabulary; ids < 2^24 are exact). Either way the
+    log-prob of the row's own token t is appended, all as one float32
+    [B, T, D + 1] / [B, T, 2K + 1] array (`split_states`, `unpack_topk`).
     """
 
     def states(params, rest, tokens, attn):
         model = nnx.merge(graphdef, params, rest)
+        lp_tok, h = token_logps(model, tokens, attn, return_hidden=True)
+        own = lp_tok[..., None]
         if not topk:
-            return token_logps(model, tokens, attn, return_hidden=True)[1].astype(jnp.float32)
-        lp, ids = topk_logps(model, tokens, attn, topk)
-        return jnp.concatenate([lp, ids.astype(jnp.float32)], -1)
+            return jnp.concatenate([h.astype(jnp.float32), own], -1)
+        lp, ids = vocab.topk_logps(h, model.output_kernel(), topk)
+        return jnp.concatenate([lp, ids.astype(jnp.float32), own], -1)
 
     return jax.jit(states)
 
 
-def unpack_topk(packed_BxTx2K):
-    """`make_state_fn`'s packed top-k -> (logps_BxTxK float32, ids_BxTxK int32)."""
-    k = packed_BxTx2K.shape[-1] // 2
-    return packed_BxTx2K[..., :k], np.rint(packed_BxTx2K[..., k:]).astype(np.int32)
+def split_states(states_BxTxD1):
+    """`make_state_fn(topk=0)`'s output -> (hidden_BxTxD, token logps_BxT)."""
+    return states_BxTxD1[..., :-1], states_BxTxD1[..., -1]
+
+
+def unpack_topk(packed_BxTx2K1):
+    """`make_state_fn(topk=k)`'s output -> (logps_BxTxK, ids_BxTxK int32, token logps_BxT)."""
+    k = (packed_BxTx2K1.shape[-1] - 1) // 2
+    ids = np.rint(packed_BxTx2K1[..., k : 2 * k]).astype(np.int32)
+    return packed_BxTx2K1[..., :k], ids, packed_BxTx2K1[..., -1]
 
 
 def _teacher_model(ctx, *, source, domain, role, path):
@@ -109,19 +125,23 @@ def _teacher_states(ctx, groups, batch, *, topk, source, domain, role, path, tem
     return signals.map_row_chunks(fn, (params, rest), args, chunk=chunk)
 
 
-_TEACHER_OPTIONS = dict(source="warm_start", domain="", role="teacher", path="", template="")
+_TEACHER_OPTIONS = dict(
+    source="warm_start", domain="", role="teacher", path="", template="", diagnostics=True
+)
 
 
 @signals.register("teacher_hidden", provides=("teacher_hidden_BxTxD",), **_TEACHER_OPTIONS)
-def teacher_hidden(ctx, groups, batch, *, source, domain, role, path, template):
+def teacher_hidden(ctx, groups, batch, *, source, domain, role, path, template, diagnostics):
     """The teacher's final hidden states at each sampled position (full-vocabulary KL losses).
 
     Options as the "teacher" signal's (template: the view of source "hint";
     "" = SOLUTION_VIEW). With the teacher's output kernel (the update's
     teacher_kernel_DxV) they give the teacher's whole next-token distribution
-    without a [B, T, V] array. 0 outside mask_BxT.
+    without a [B, T, V] array. 0 outside mask_BxT. diagnostics: the same
+    forward's log-probs of the sampled tokens feed `teacher_diagnostics`
+    ("teacher_hidden/*" in the step's metrics).
     """
-    h = _teacher_states(
+    states = _teacher_states(
         ctx,
         groups,
         batch,
@@ -133,7 +153,11 @@ def teacher_hidden(ctx, groups, batch, *, source, domain, role, path, template):
         template=template or privileged.SOLUTION_VIEW,
         option="score.teacher_hidden.template",
     )
-    return {"teacher_hidden_BxTxD": np.where(batch["mask_BxT"][..., None], h, 0.0)}
+    h, lp = split_states(states)
+    m = np.asarray(batch["mask_BxT"], bool)
+    if diagnostics:
+        teacher_diagnostics(ctx, groups, batch, np.where(m, lp, 0.0), prefix="teacher_hidden")
+    return {"teacher_hidden_BxTxD": np.where(m[..., None], h, 0.0).astype(np.float32)}
 
 
 @signals.register(
@@ -142,11 +166,13 @@ def teacher_hidden(ctx, groups, batch, *, source, domain, role, path, template):
     k=16,
     **_TEACHER_OPTIONS,
 )
-def teacher_topk(ctx, groups, batch, *, k, source, domain, role, path, template):
+def teacher_topk(ctx, groups, batch, *, k, source, domain, role, path, template, diagnostics):
     """The teacher's k most likely next tokens and their log-probs at each sampled position.
 
     Options as the "teacher" signal's, plus k. Ids are 0 and log-probs 0 outside
-    mask_BxT.
+    mask_BxT. diagnostics: `teacher_diagnostics` of the teacher's log-probs of
+    the sampled tokens ("teacher_topk/*") and "teacher_topk/coverage", the
+    share of sampled tokens inside the teacher's top k.
     """
     packed = _teacher_states(
         ctx,
@@ -160,8 +186,13 @@ def teacher_topk(ctx, groups, batch, *, k, source, domain, role, path, template)
         template=template or privileged.SOLUTION_VIEW,
         option="score.teacher_topk.template",
     )
-    lp, ids = unpack_topk(packed)
-    m = np.asarray(batch["mask_BxT"], bool)[..., None]
+    lp, ids, own = unpack_topk(packed)
+    mask = np.asarray(batch["mask_BxT"], bool)
+    if diagnostics:
+        teacher_diagnostics(ctx, groups, batch, np.where(mask, own, 0.0), prefix="teacher_topk")
+        inside = (ids == np.asarray(batch["tokens_BxT"])[..., None]).any(-1)
+        ctx.metrics["teacher_topk/coverage"] = float(inside[mask].mean()) if mask.any() else 0.0
+    m = mask[..., None]
     return {
         "teacher_topk_logps_BxTxK": np.where(m, lp, 0.0).astype(np.float32),
         "teacher_topk_ids_BxTxK": np.where(m, ids, 0).astype(np.int32),
