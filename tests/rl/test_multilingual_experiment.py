@@ -36,10 +36,10 @@ def test_multilingual_pulse_adds_the_language_reward(tmp_path, monkeypatch):
         language_lib, "language_reward", lambda text, lang: float(len(text) % 2 == 0)
     )
     batches = []
-    original = trainer_lib.Trainer._batch
+    original = trainer_lib.Trainer.score
 
-    def keep(self, groups):
-        b = original(self, groups)
+    def keep(self, groups, fields, step):
+        b = original(self, groups, fields, step)
         texts = [
             self.tokenizer.decode(
                 [
@@ -53,7 +53,7 @@ def test_multilingual_pulse_adds_the_language_reward(tmp_path, monkeypatch):
         batches.append((np.asarray(b["rewards_B"]), groups.rewards.copy(), texts))
         return b
 
-    monkeypatch.setattr(trainer_lib.Trainer, "_batch", keep)
+    monkeypatch.setattr(trainer_lib.Trainer, "score", keep)
     c = load("multilingual/multilingual", "pulse")
     trainer_lib.train(c, tmp_path)
     assert len(batches) == 2
