@@ -1,7 +1,9 @@
 """The 30 seed papers: slug, title, headline claim, and what blocks a reproduction if anything.
 
 `docs/reproductions.md` has one row per entry. A paper whose method does not
-run end to end yet names the open work that builds it (`blocked`); the others
+run end to end yet names the open work that builds it (`blocked`); one that runs
+end to end but not as arms of a single-run comparison (a pipeline, an analysis of
+checkpoints, a language matrix) says how it is run instead (`manual`); the others
 declare their reproduction in `experiments/<slug>/repro.py`.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 TREE_ROLLOUTS = "tree / game / reflection rollouts issue"
-PIPELINES = "a pipeline run (rlvr_jax.pipeline), not yet run by the harness"
+PIPELINES = "a pipeline run (rlvr_jax.pipeline)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +21,7 @@ class Paper:
     title: str
     claim: str  # the abstract's headline, in a few words
     blocked: str = ""  # the open work that builds the method ("" = end to end today)
+    manual: str = ""  # built, but run outside the harness: how ("" = declared in repro.py)
 
 
 PAPERS = (
@@ -26,7 +29,7 @@ PAPERS = (
         "seq_opd_rl",
         "Sequential Beats Joint (OPD then RL)",
         "OPD-then-RL beats pure OPD, pure RLVR and joint fusion",
-        f"{PIPELINES}: the OPD → RL stage switch",
+        manual=f"{PIPELINES}: the OPD → RL stage switch",
     ),
     Paper(
         "gar", "Gradient-Aligned Rewards (GAR)", "GAR improves over GRPO; < 9% wall-clock overhead"
@@ -50,14 +53,13 @@ PAPERS = (
         "ebl",
         "Locked at the Entrance (early branch locking)",
         "late-layer interpolation +37% solution coverage at no pass@1 loss",
-        "an analysis of checkpoints (rlvr_jax.analysis, docs/entrance.md), not yet run "
-        "by the harness",
+        manual="an analysis of checkpoints (rlvr_jax.analysis, docs/entrance.md)",
     ),
     Paper(
         "fusion",
         "Consolidating RLVR across domains (Merge / Mix RL / MOPD)",
         "the three fusion paradigms differ by at most 1.4 points on average",
-        f"{PIPELINES}: merge / mix RL / MOPD",
+        manual=f"{PIPELINES}: merge / mix RL / MOPD",
     ),
     Paper(
         "opdvr",
@@ -83,7 +85,7 @@ PAPERS = (
         "multilingual",
         "GRPO Beyond English",
         "native-language reasoning leaves a small gap; strong cross-lingual transfer",
-        "a train × evaluation language matrix (docs/multilingual.md), not yet run by the harness",
+        manual="a train × evaluation language matrix (docs/multilingual.md)",
     ),
     Paper(
         "pair",

@@ -1,10 +1,18 @@
 """The runs of a reproduction: resolve each arm × seed to a config, key it, run or reuse it.
 
-A run is keyed by a hash of its resolved config (seed included) and the cache
-names of the warm-start models its domains use (a retrained warm start is a new
-run). Its workdir is `<root>/runs/<key>/`, so any two arms, of one page or of
-several, that resolve to the same config and seed are one run: a baseline is
-trained once and shared. Each workdir holds the trainer's files plus
+A run is keyed by a hash of its resolved config's *delta* (the fields whose
+value differs from `rlvr_jax.rl.config.default_config()`, seed included) and the
+cache names of the warm-start models its domains use (a retrained warm start is
+a new run). Keying on the delta keeps finished runs valid when a new config
+field is added with a default (the behaviour of old runs is the default's).
+Changing an existing default keeps the key of a config that relied on it, but
+its finished run's config.json then differs from the resolved config and
+`is_complete` refuses it, naming the field (move the run away to retrain it).
+Runs made under the older full-config key are found by their config.json and
+moved to their delta key (`adopt_legacy_runs`). A run's workdir is
+`<root>/runs/<key>/`, so any two arms, of one page or of several, that resolve to
+the same config and seed are one run: a baseline is trained once and shared.
+Each workdir holds the trainer's files plus
 
   repro.json   the harness's record: key, command, arms that use it, and every
                attempt (start time, wall and CPU seconds, exit code, git commit)
@@ -163,15 +171,82 @@ def warm_start_names(config: dict[str, Any]) -> list[str]:
     return sorted(name for d in found for name in _warm_start_dirs(d))
 
 
+def _flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in node.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+@functools.cache
+def _default_flat() -> tuple[tuple[str, str], ...]:
+    from rlvr_jax.rl.config import default_config
+
+    flat = _flatten(json.loads(default_config().to_json()))
+    return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(flat.items()))
+
+
+def config_delta(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `config` (as in config.json) that differ from the library defaults.
+
+    A field the defaults lack (an experiment's own subtree) is part of the delta; a
+    default field the config lacks (added to the library after the run) is not.
+    """
+    defaults = dict(_default_flat())
+    return {
+        k: v
+        for k, v in sorted(_flatten(config).items())
+        if defaults.get(k) != json.dumps(v, sort_keys=True)
+    }
+
+
 def run_key(config: dict[str, Any], warm_starts: list[str]) -> str:
-    """16 hex digits of sha256 over the resolved config (seed included) and warm starts."""
-    payload = json.dumps({"config": config, "warm_starts": warm_starts}, sort_keys=True)
+    """16 hex digits of sha256 over the config's delta (seed included) and warm starts."""
+    payload = json.dumps(
+        {"delta": config_delta(config), "warm_starts": warm_starts}, sort_keys=True
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def adopt_legacy_runs(root: Path, echo=print) -> list[tuple[str, str]]:
+    """Moves run directories whose name is not their delta key to that key.
+
+    Directories made under an older keying (a hash of the full config) are
+    found again this way when fields were added since. A directory is left where
+    it is when its config.json is unreadable or the target already exists.
+
+    Returns:
+      (old name, new name) per moved directory.
+    """
+    runs_dir = Path(root) / "runs"
+    moved = []
+    if not runs_dir.is_dir():
+        return moved
+    for d in sorted(runs_dir.iterdir()):
+        cfg = d / "config.json"
+        if not cfg.is_file():
+            continue
+        try:
+            config = json.loads(cfg.read_text())
+        except (OSError, ValueError):
+            continue
+        key = run_key(config, warm_start_names(config))
+        target = runs_dir / key
+        if key != d.name and not target.exists():
+            d.rename(target)
+            moved.append((d.name, key))
+            echo(f"  run {d.name} -> {key} (keyed by its config delta)")
+    return moved
 
 
 def plan(repro: Reproduction, seeds: list[int], root: Path) -> list[Run]:
     """Every arm × seed of `repro`, resolved and keyed, with its manifest if one exists."""
     root = Path(root).resolve()
+    adopt_legacy_runs(root, echo=lambda *_: None)
     runs = []
     for arm in repro.arms:
         for seed in seeds:
@@ -208,10 +283,14 @@ def is_complete(run: Run) -> bool:
     final = [r for r in read_metrics(metrics) if r["split"] == "eval" and r["step"] == run.steps]
     if not final:
         return False
-    if json.loads(config.read_text()) != run.config:
+    have, want = config_delta(json.loads(config.read_text())), config_delta(run.config)
+    if have != want:
+        fields = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
         raise ValueError(
             f"{config} differs from the config the harness resolved for arm {run.arm.name!r} "
-            f"seed {run.seed}: the command-line overrides do not parse to the same values"
+            f"seed {run.seed} in {', '.join(fields[:8])}: a library default changed since the "
+            "run, or the command-line overrides do not parse to the same values; move the "
+            "workdir away to retrain it"
         )
     return True
 
@@ -292,7 +371,7 @@ def execute(
     """
     m = run.manifest
     m.setdefault("key", run.key)
-    m.setdefault("command", " ".join(run.command))
+    m["command"] = " ".join(run.command)  # the workdir may have moved (adopt_legacy_runs)
     m.setdefault("attempts", [])
     m["seed"] = run.seed
     m["arms"] = sorted(set(m.get("arms", [])) | {_label(run)})

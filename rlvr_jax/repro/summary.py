@@ -2,7 +2,8 @@
 
 A row is the paper's headline verdict when its page exists
 (`docs/reproductions/<slug>.json`), "not built yet (<open work>)" when the
-method does not run end to end, "not run yet" when its reproduction is declared
+method does not run end to end, "not run by the harness (<how it is run>)" for
+a built pipeline or analysis, "not run yet" when its reproduction is declared
 but no page was written. The README carries the verdict counts between two
 marker comments, rewritten by `update_readme`.
 """
@@ -19,6 +20,7 @@ from rlvr_jax.repro.runs import EXPERIMENTS, REPO
 
 NOT_BUILT = "not built yet"
 NOT_RUN = "not run yet"
+MANUAL = "not run by the harness"
 README_BEGIN = "<!-- reproductions:begin (scripts/reproduce.py --all rewrites this block) -->"
 README_END = "<!-- reproductions:end -->"
 
@@ -49,6 +51,8 @@ def rows(docs: Path, experiments: Path = EXPERIMENTS) -> list[dict]:
             )
         elif p.blocked:
             row["verdict"] = f"{NOT_BUILT} ({p.blocked})"
+        elif p.manual:
+            row["verdict"] = f"{MANUAL} ({p.manual})"
         elif declared(p.slug, experiments):
             row["verdict"] = NOT_RUN
         else:
@@ -58,8 +62,12 @@ def rows(docs: Path, experiments: Path = EXPERIMENTS) -> list[dict]:
 
 
 def counts(table: list[dict]) -> Counter:
-    """Verdict -> number of papers ("not built yet" counted as one kind)."""
-    return Counter(NOT_BUILT if r["verdict"].startswith(NOT_BUILT) else r["verdict"] for r in table)
+    """Verdict -> number of papers ("not built yet", "not run by the harness": one kind each)."""
+
+    def kind(verdict: str) -> str:
+        return next((k for k in (NOT_BUILT, MANUAL) if verdict.startswith(k)), verdict)
+
+    return Counter(kind(r["verdict"]) for r in table)
 
 
 def counts_line(c: Counter) -> str:
@@ -69,6 +77,7 @@ def counts_line(c: Counter) -> str:
         stats.OPPOSITE,
         stats.NO_VERDICT,
         NOT_RUN,
+        MANUAL,
         NOT_BUILT,
     ]
     keys = order + sorted(k for k in c if k not in order)

@@ -149,3 +149,34 @@ def test_command_parses_to_the_resolved_config(tmp_path):
     fv(argv)
     assert fv.config.to_json() == resolved.to_json()
     assert resolved.seed == 7 and resolved.select.sara.tau_commit == 0.5
+
+
+def test_key_ignores_fields_at_their_default(tmp_path):
+    """A field added to the library later (absent from an old run's config) keeps the key."""
+    from rlvr_jax.rl.config import default_config
+
+    assert runs_lib.config_delta(json.loads(default_config().to_json())) == {}
+    run = runs_lib.plan(pulse_repro("x", "sara", "sara/sara.py"), [0], tmp_path)[1]
+    old = json.loads(json.dumps(run.config))
+    default_valued = [
+        k for k in old["loss"] if f"loss.{k}" not in runs_lib.config_delta(run.config)
+    ]
+    assert default_valued
+    del old["loss"][default_valued[0]]
+    assert runs_lib.run_key(old, []) == runs_lib.run_key(run.config, [])
+    old["loss"][default_valued[0]] = "something else"
+    assert runs_lib.run_key(old, []) != runs_lib.run_key(run.config, [])
+
+
+def test_runs_under_an_old_key_are_adopted(tmp_path, fake):
+    """A finished run in a directory named by another key is moved to its delta key."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _run(repro, tmp_path, fake)
+    first = runs_lib.plan(repro, [0, 1], tmp_path / "root")[0]
+    legacy = first.workdir.parent / "00000000legacy00"
+    first.workdir.rename(legacy)
+    fake.calls.clear()
+    page = _run(repro, tmp_path, fake)
+    assert fake.calls == []  # found again, not rerun
+    assert first.workdir.is_dir() and not legacy.exists()
+    assert "| grpo | 0 | done |" in page.read_text()
