@@ -20,6 +20,7 @@ __all__ = [
     "bench_config",
     "make_hf_checkpoint",
     "parity_score_rows",
+    "parity_vote",
     "score_context",
     "tiny_config",
     "toy_tokenizer",
@@ -70,6 +71,16 @@ def parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
     rewards = np.array([sum(ids) % 2 for ids in sampled_R], np.float64)
     texts = [tokenizer.decode(list(ids)) for ids in sampled_R]
     return Verdicts(rewards, rewards > 0, ["parity"] * len(rewards), texts)
+
+
+def parity_vote(text, num_players=None):
+    """`tasks.spy.parse_vote` for random policies: the vote = codepoint sum of the text mod N.
+
+    A random model never writes "Vote: k", so every game would end with no votes
+    (the spy always survives, every role's rewards constant); monkeypatch this over
+    `rlvr_jax.rollout.self_play.parse_vote` and games have outcomes that differ.
+    """
+    return sum(map(ord, text)) % (num_players or 1)
 
 
 def score_context(model=None, tokenizer=None, task=None, *, chunk: int = 8, reference=False):

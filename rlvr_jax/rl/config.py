@@ -585,6 +585,19 @@ def _validate_rollout(c: ml_collections.ConfigDict) -> None:
         for field in ("reflection_tokens", "guidance_tokens"):
             within(field, 1, 1 << 16)
         within("log_examples", 0, 1 << 16)
+    if name == "self_play":
+        from rlvr_jax.rollout.self_play import CIVILIAN_VOTE
+
+        if r.civilian_vote not in CIVILIAN_VOTE:
+            raise ValueError(
+                f"config.rollout.self_play.civilian_vote = {r.civilian_vote!r}; valid: "
+                f"{', '.join(CIVILIAN_VOTE)}"
+            )
+        if c.task.name != "spy_describe":
+            raise ValueError(
+                f"config.rollout.name = 'self_play' plays 'who is the spy' games: needs "
+                f"config.task.name = 'spy_describe', got {c.task.name!r}"
+            )
     # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
     # the trainer must score pi_old itself.
     off_policy = name in ("guided", "lora_scaffold")

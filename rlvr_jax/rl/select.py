@@ -257,6 +257,7 @@ class Select:
             problems.append(problems[0] if problems else self._problem(0))
         valid = np.arange(cap) < used
         groups = stack_rows([rows[int(i)] for i in all_ids], group, valid, problems)
+        groups = groups.split_subgroups()  # a plug-in's own grouping (SpyRL's roles)
         incl = np.concatenate([sel.incl_prob_R[:used], np.ones(cap - used)]).astype(np.float32)
         cands = np.concatenate([sel.candidates_P[group[:used]], np.full(cap - used, g)])
         fields = {"incl_prob_B": incl, "candidates_B": cands.astype(np.int32)}

@@ -81,7 +81,7 @@ from rlvr_jax.rl.config import transform_names, validate
 from rlvr_jax.rl.critic import Critic, calibration_metrics
 from rlvr_jax.rl.select import COUNT_STATS, Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
-from rlvr_jax.rollout import ROLLOUTS, Groups, Request, RolloutContext
+from rlvr_jax.rollout import EVALUATORS, ROLLOUTS, Groups, Request, RolloutContext
 from rlvr_jax.run.guard import param_health
 from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
@@ -167,6 +167,10 @@ class Trainer:
             group_size=c.data.group_size,
         )
         self.rollout_cache: dict[str, Any] = {}  # what the rollout plug-in builds once
+        # The frozen opponent of a task's own evaluation (SpyRL's games): the initial policy.
+        self.frozen_state = None
+        if c.task.name in EVALUATORS:
+            self.frozen_state = jax.tree.map(jnp.copy, nnx.state(self.model))
         # The scheduler, built from the initial weights (its prompt embeddings).
         self.selector = Select(
             c, self.model, self.tokenizer, self.task, self.prompts, self.pad_id, self.processes
@@ -388,7 +392,8 @@ class Trainer:
 
     # ---------------------------------------------------------------- evaluate
     def evaluate(self) -> dict[str, Any]:
-        """Held-out pass@1 / pass@n / avg@n of the current policy."""
+        """Held-out pass@1 / pass@n / avg@n of the current policy, and the task's own
+        evaluation against the initial policy where it has one (`rollout.EVALUATORS`)."""
         c = self.c
         self._sync_model()
         kw = dict(
@@ -411,6 +416,19 @@ class Trainer:
         out["mean_reward"] = res["mean_reward"]
         out["mean_response_tokens"] = res["mean_response_tokens"]
         out.update(res["task_metrics"])  # e.g. Countdown's coverage, entrance entropy
+        if c.task.name in EVALUATORS:  # e.g. "who is the spy" games vs the initial policy
+            problems = self.task.problems(c.eval.num_problems, c.eval.split)
+            params = SamplingParams(
+                temperature=c.eval.temperature,
+                max_new_tokens=c.rollout.max_new_tokens,
+                stop_token_ids=self.tokenizer.stop_ids,
+            )
+            key = jax.random.PRNGKey(c.seed + 2)
+            out.update(
+                EVALUATORS[c.task.name](
+                    self.sampler, self.tokenizer, problems, params, key, self.frozen_state
+                )
+            )
         return out
 
     # --------------------------------------------------------------------- run

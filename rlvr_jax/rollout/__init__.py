@@ -3,9 +3,18 @@
 `ROLLOUTS` maps `config.rollout.name` to `fn(ctx: RolloutContext, **options) -> Groups`
 (`rollout.base`); "plain" samples the policy on each prompt. Also here: `Groups`,
 `score_rows` (cut → decode → verify, shared with evaluation) and `run_episodes`.
+"self_play" (SpyRL) returns its own sub-groups (`groups.SUBGROUP`).
 """
 
-from rlvr_jax.rollout import branching, guided, noise, plain, reflective, scaffold  # noqa: F401
+from rlvr_jax.rollout import (  # noqa: F401
+    branching,
+    guided,
+    noise,
+    plain,
+    reflective,
+    scaffold,
+    self_play,
+)
 from rlvr_jax.rollout.base import ROLLOUTS, Prefix, Request, RolloutContext
 from rlvr_jax.rollout.groups import Groups, stack_rows
 from rlvr_jax.rollout.multiturn import Episodes, observation_ids, observation_text, run_episodes
@@ -18,7 +27,12 @@ INFO_FIELDS = {
     "reflective": (reflective.GUIDANCE_FIELD,),
 }
 
-__all__ = ["INFO_FIELDS", "ROLLOUTS", "Episodes"]
+# Tasks with an evaluation besides pass@k, by task name: fn(sampler, tokenizer,
+# problems, params, key, frozen_state) -> metrics, frozen_state the run's initial
+# policy (the "who is the spy" games against a frozen opponent, whatever the rollout).
+EVALUATORS = {"spy_describe": self_play.evaluate_vs_frozen}
+
+__all__ = ["EVALUATORS", "INFO_FIELDS", "ROLLOUTS", "Episodes"]
 __all__ += ["Groups", "Prefix", "Request", "RolloutContext", "Verdicts"]
 __all__ += ["cut_at_stop", "observation_ids", "observation_text", "run_episodes"]
 __all__ += ["score_rows", "stack_rows"]

@@ -7,6 +7,12 @@ sampler was given, environment observations) are in `attention_mask` but never
 in `response_mask`: the loss and the log-probs cover only what the policy
 sampled. Groups can be trimmed to the columns some row uses and padded, so the
 jitted update sees few shapes.
+
+A plug-in whose rows of one requested group are not all alike (SpyRL's game:
+describe and vote turns of civilians and of the spy) says which rows compare in
+`info[SUBGROUP]` ([R] int, contiguous runs within each group); the select stage's
+packing then makes every (group, subgroup) pair a group of its own
+(`Groups.split_subgroups`), so advantages compare like with like.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import numpy as np
 
 from rlvr_jax.tasks.base import Problem
 
+# Groups.info key of a plug-in's sub-grouping of each requested group (`split_subgroups`).
+SUBGROUP = "subgroup_B"
 # [R, L] arrays, in the sampler's layout.
 ROW_FIELDS = (
     "tokens",
@@ -99,6 +107,28 @@ class Groups:
                     row[f] = np.concatenate([head, row[f][start:]])
             out.append(row)
         return stack_rows(out, self.group, self.valid, self.problems)
+
+    def split_subgroups(self) -> Groups:
+        """Every (group, info[SUBGROUP]) pair made a group of its own; self without the field.
+
+        Groups are renumbered in order of their first row; each new group's problem is
+        its old group's. The rows stay in place, so a sub-group must be a contiguous run
+        of rows (ValueError otherwise: row order is the "rows of a group contiguous"
+        contract).
+        """
+        if SUBGROUP not in self.info:
+            return self
+        info = dict(self.info)
+        sub = np.asarray(info.pop(SUBGROUP))
+        pairs = list(zip(self.group.tolist(), sub.tolist(), strict=True))
+        starts = [r for r in range(len(pairs)) if r == 0 or pairs[r] != pairs[r - 1]]
+        if len({pairs[r] for r in starts}) != len(starts):
+            raise ValueError(f"info[{SUBGROUP!r}]: a (group, subgroup) pair is not contiguous")
+        first = np.zeros(len(pairs), bool)
+        first[starts] = True
+        new = np.cumsum(first) - 1
+        problems = [self.problems[self.group[r]] for r in starts]
+        return dataclasses.replace(self, group=new.astype(np.int32), problems=problems, info=info)
 
     def used_span(self) -> tuple[int, int] | None:
         """(first, last + 1) of the columns some row uses; None when no row uses any."""

@@ -70,3 +70,17 @@ def test_stack_rows_left_pads_rows_of_other_widths():
     np.testing.assert_array_equal(out.valid, [1, 1, 0])
     np.testing.assert_array_equal(out.info["turns_B"], [1, 0, 1])
     assert out.num_groups == 2 and out.reasons == ["x", "x", "x"]
+
+
+def test_split_subgroups_makes_each_group_subgroup_pair_a_group():
+    g = make_groups(np.zeros((2, 4)))
+    assert g.split_subgroups() is g  # no sub-grouping: unchanged
+    g.info["subgroup_B"] = np.array([0, 0, 1, 1, 0, 1, 1, 1])
+    s = g.split_subgroups()
+    np.testing.assert_array_equal(s.group, [0, 0, 1, 1, 2, 3, 3, 3])
+    assert [p.id for p in s.problems] == ["p0", "p0", "p1", "p1"]
+    assert "subgroup_B" not in s.info and "turns_B" in s.info
+    np.testing.assert_array_equal(s.tokens, g.tokens)  # rows stay in place
+    g.info["subgroup_B"] = np.array([0, 1, 0, 1, 0, 0, 0, 0])
+    with pytest.raises(ValueError, match="not contiguous"):
+        g.split_subgroups()
