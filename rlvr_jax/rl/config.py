@@ -598,6 +598,18 @@ def _validate_rollout(c: ml_collections.ConfigDict) -> None:
                 f"config.rollout.name = 'self_play' plays 'who is the spy' games: needs "
                 f"config.task.name = 'spy_describe', got {c.task.name!r}"
             )
+        from rlvr_jax import tasks
+        from rlvr_jax.tasks.options import resolve_options
+
+        domain = c.model.domain if c.model.source == "warm_start" else ""
+        players = tasks.get(c.task.name, **resolve_options(c.task.options, c.task.name, domain))
+        turns = 2 * players.num_players  # a game is N players x (describe, vote)
+        if c.data.group_size % turns:
+            raise ValueError(
+                f"config.data.group_size = {c.data.group_size} must be a multiple of {turns} "
+                f"for config.rollout.name = 'self_play' (whole games of "
+                f"{players.num_players} players x 2 turns)"
+            )
     # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
     # the trainer must score pi_old itself.
     off_policy = name in ("guided", "lora_scaffold")

@@ -7,8 +7,10 @@ because the spy is fixed in advance, the vote outcome is a verifiable reward.
 Here (task `spy_describe`, `rlvr_jax.tasks.spy`: a civilian record and a spy
 record of one generated thing, differing in a few attributes): a game is N =
 `num_players` players of one problem, its predetermined spy `spy_index`. Each
-requested group of G rows is G / (2N) games of its problem (G a multiple of 2N:
-ValueError naming config.data.group_size otherwise), played by the current
+requested group of G rows is G / (2N) games of its problem (`validate` requires
+config.data.group_size to be a multiple of 2N; a shorter group, the padding rows
+the select stage adds to a round and then drops, plays whole games and keeps its
+first rows), played by the current
 policy in two sampler calls for all players of all games of the round:
   1. describe: every player's `player_prompt` (its own word and record);
   2. vote: every player's `vote_prompt` with the game's N descriptions.
@@ -141,13 +143,9 @@ def self_play(ctx: RolloutContext, *, civilian_vote) -> Groups:
                 f"config.rollout.name = 'self_play' plays 'who is the spy' games; problem "
                 f"{problem.id!r} is not one (config.task.name = 'spy_describe')"
             )
-        if count % (2 * n):
-            raise ValueError(
-                f"config.rollout.name = 'self_play': a group of {count} rows is not whole games "
-                f"of {n} players x 2 turns; config.data.group_size must be a multiple of {2 * n}"
-            )
-        games += [problem] * (count // (2 * n))
-        game_group += [g] * (count // (2 * n))
+        k = -(-int(count) // (2 * n))  # whole games; a partial group keeps its first rows
+        games += [problem] * k
+        game_group += [g] * k
     gp, spy = _layout(games)
     k_describe, k_vote = jax.random.split(ctx.key)
     params = ctx.params()
@@ -164,6 +162,7 @@ def self_play(ctx: RolloutContext, *, civilian_vote) -> Groups:
     out = []
     for g in range(len(req.problems)):  # rows of requested group g: its games, by sub-group
         mine = [r for r, (game, _) in enumerate(gp) if game_group[game] == g]
+        start = len(out)
         for sub, (is_spy, is_vote) in enumerate(SUBGROUPS):
             for r in (r for r in mine if spy[r] == is_spy):
                 game, p = gp[r]
@@ -192,6 +191,7 @@ def self_play(ctx: RolloutContext, *, civilian_vote) -> Groups:
                     behaviour_logps=ro.logps[r], entropy=ro.entropy[r], stopped=ro.stopped[r],
                     reward=reward, correct=reward == 1.0, reason=reason, info=info,
                 ))  # fmt: skip
+        del out[start + int(req.counts[g]) :]
     group = np.repeat(np.arange(len(req.problems), dtype=np.int32), req.counts)
     groups = stack_rows(out, group, np.ones(len(out), bool), list(req.problems))
     rewards = score.overlong_shaping(

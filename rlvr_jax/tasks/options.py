@@ -30,6 +30,9 @@ WARM_START_OPTIONS = {
     # and no instruction preamble: with 2-3 syllable names (4-6 sentencepiece pieces)
     # the base copied no name correctly within 10 CPU minutes (pass@1 0.000).
     "tool_lookup": dict(num_lookups=1, max_name_syllables=1, instructions=False),
+    # Three players (two civilians) and four attributes: the shortest games (vote
+    # prompts ~120 tokens), 6 rows per game in SpyRL's self-play.
+    "spy_describe": dict(num_players=3, num_attributes=4),
 }
 
 

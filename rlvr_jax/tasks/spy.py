@@ -25,6 +25,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
+
 from rlvr_jax.tasks import register
 from rlvr_jax.tasks.base import (
     CORRECT,
@@ -258,6 +260,22 @@ def score_game(
         "leaked": leaked,
         "spy_index": spy,
     }
+
+
+def turn_examples(problems: Sequence[Problem], seed: int = 0) -> list[tuple[str, str]]:
+    """SFT (prompt, target) pairs of both turns of the game, two per problem.
+
+    A describe turn of one player (drawn from `seed`, the spy included) with its
+    reference description, and the problem's civilian vote with its reference
+    solution: a base that plays both turns of a self-play game.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in problems:
+        i = int(rng.integers(p.metadata["num_players"]))
+        out.append((player_prompt(p, i), p.metadata["descriptions"][i]))
+        out.append((p.prompt, p.solution))
+    return out
 
 
 def _describe(record: dict[str, str], attrs: Sequence[str]) -> str:

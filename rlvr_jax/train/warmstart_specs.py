@@ -14,7 +14,7 @@ from typing import Any
 
 from rlvr_jax import tasks
 from rlvr_jax.models import ModelConfig
-from rlvr_jax.tasks import tools
+from rlvr_jax.tasks import spy, tools
 from rlvr_jax.tasks.options import WARM_START_OPTIONS
 from rlvr_jax.tokenizers import Tokenizer
 from rlvr_jax.train import judge, privileged
@@ -28,6 +28,9 @@ _LATE_FIELDS = {"multi_turn": False, "privileged_share": 0.0, "privileged_views"
 # task must have `env(problem)` and `max_turns` (ToolEnv ends an episode itself
 # after max_turns + 1 model turns).
 REFERENCE_TURNS = {"tool_lookup": tools.reference_turns}
+# Domains whose SFT examples are more than (prompt, solution): problems -> (prompt, target)
+# pairs (the "who is the spy" base learns both the describe and the vote turn).
+TURN_EXAMPLES = {"spy_describe": spy.turn_examples}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +113,8 @@ class WarmStartSpec:
         problems = task.problems(self.num_train_problems, "train")
         if self.role == "judge":
             return judge.judge_examples(task, problems, seed=self.seed)
+        if self.domain in TURN_EXAMPLES:
+            return TURN_EXAMPLES[self.domain](problems, seed=self.seed)
         if not self.privileged_share:
             return [(p.prompt, p.solution) for p in problems]
         return privileged.privileged_examples(
@@ -196,6 +201,8 @@ SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ("tool_lookup", "teacher"): _spec(
         "tool_lookup", "teacher", 128, 4, 800, 6400, max_new_tokens=32, multi_turn=True
     ),
+    # Both turns of the game (TURN_EXAMPLES: 2 examples per problem); the base of SpyRL.
+    ("spy_describe", "base"): _spec("spy_describe", "base", 128, 4, 300, 2400),
 }
 
 

@@ -12,9 +12,9 @@ from rlvr_jax.models import lora
 from rlvr_jax.rl import credit
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import validate
-from rlvr_jax.rollout import score
+from rlvr_jax.rollout import score, self_play
 from rlvr_jax.rollout.score import Verdicts
-from rlvr_jax.testing import parity_score_rows
+from rlvr_jax.testing import parity_score_rows, parity_vote
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 ROLLOUTS = {
@@ -24,6 +24,7 @@ ROLLOUTS = {
     "agentic/tool_lookup": ("multi_turn", ("", "pulse")),
     "cbpo/cbpo": ("branching", ("", "arithmetic", "pulse")),
     "grsd/grsd": ("reflective", ("", "arithmetic", "countdown", "pulse")),
+    "spyrl/spyrl": ("self_play", ("", "pulse", "paper", "spyrl,pulse")),
 }
 # Rollouts that sample from another context or weights than π_old (the trainer re-scores).
 OFF_POLICY = ("guided", "lora_scaffold", "latent_noise")
@@ -48,6 +49,16 @@ def test_rollout_experiment_configs(name):
         assert c.loss.recompute_old_logps == (rollout in OFF_POLICY)
     with pytest.raises(ValueError, match="variant"):
         load(name, "no_such_variant")
+
+
+def test_spyrl_baseline_arm_is_grpo_on_the_same_task_and_budget():
+    spy, base = load("spyrl/spyrl", ""), load("spyrl/spyrl", "grpo")
+    validate(base)
+    assert base.rollout.name == "plain" and base.task.name == spy.task.name == "spy_describe"
+    for f in ("prompts_per_step", "group_size"):  # the same rollouts per step
+        assert base.data[f] == spy.data[f]
+    assert base.train.steps == spy.train.steps and base.model.domain == spy.model.domain
+    assert load("spyrl/spyrl", "grpo,pulse").task.name == "spy_describe"
 
 
 def _grpo(b):
@@ -89,6 +100,8 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
     rollout, _ = ROLLOUTS[name]
     if rollout == "lora_scaffold":
         _cliffs_then_parity(monkeypatch)
+    elif rollout == "self_play":  # a random policy writes no "Vote: k": parity votes
+        monkeypatch.setattr(self_play, "parse_vote", parity_vote)
     else:
         monkeypatch.setattr(score, "score_rows", parity_score_rows)
     c = load(name, "pulse")
@@ -145,6 +158,25 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
             assert (np.sign(b["adv_BxT"][m]) == np.sign(a[m])).all()  # sign kept
             moved |= bool(np.abs(b["adv_BxT"][m] / a[m] - 1).max() > 1e-4) if m.any() else False
         assert moved
+    if rollout == "self_play":  # games played: both roles, both turns, votes that decide
+        assert all(x["rollout/spy"] == pytest.approx(1 / 3) for x in train)  # 1 of 3 players
+        assert all(x["rollout/vote"] == 0.5 and x["rollout/vote_parsed"] == 1 for x in train)
+        assert all(0 <= x["rollout/civilian_voted_spy"] <= 1 for x in train)
+        for b in batches:
+            spy, vote, g = b["spy_B"], b["vote_B"], b["group_B"]
+            assert g.max() + 1 == 4 * c.data.prompts_per_step  # 4 role groups per prompt
+            for k in np.unique(g):  # like rows only
+                assert len(set(zip(spy[g == k], vote[g == k], strict=True))) == 1
+            # Both roles rewarded, differently: in a game one side wins.
+            games = b["game_player_Bx2"][:, 0]
+            assert any(b["rewards_B"][(games == k) & spy].mean()
+                       != b["rewards_B"][(games == k) & ~spy].mean()
+                       for k in np.unique(games))  # fmt: skip
+            assert np.abs(b["adv_BxT"]).max() > 0
+        evals = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+        evals = [x for x in evals if x["split"] == "eval"]  # games vs the frozen initial policy
+        assert evals and all(0 <= evals[-1][f"game/{k}"] <= 1 for k in (
+            "detection_rate", "spy_survival", "leak_rate", "description_valid"))  # fmt: skip
     if rollout == "multi_turn":
         assert all(1 <= x["rollout/turns"] <= 5 for x in train)
         assert any(x["rollout/turns"] > 1 for x in train)

@@ -173,11 +173,27 @@ def test_groups_compare_like_roles_across_the_games_of_a_problem(played):
         assert split.problems[g] is out.problems[out.group[rows[0]]]
 
 
-def test_self_play_refuses_partial_games_prefixes_and_other_tasks(played):
+def test_a_padded_round_keeps_the_first_rows_of_whole_games(played, monkeypatch):
+    """The select stage pads a round with copies of its first prompt (dropped later)."""
     _, ctx, _ = played
-    bad = dataclasses.replace(ctx, request=Request(ctx.request.problems, np.array([12, 8])))
-    with pytest.raises(ValueError, match="group_size must be a multiple of 6"):
-        ROLLOUTS.get("self_play").fn(bad, civilian_vote="outcome")
+    monkeypatch.setattr(self_play, "parse_vote", parity_vote)
+    counts = np.array([12, 12, 8])
+    padded = Request([*ctx.request.problems, ctx.request.problems[0]], counts)
+    got = ROLLOUTS.get("self_play").fn(
+        dataclasses.replace(ctx, request=padded), civilian_vote="outcome"
+    )
+    assert len(got.group) == 32
+    np.testing.assert_array_equal(got.group, np.repeat([0, 1, 2], counts))
+    np.testing.assert_array_equal(
+        got.info[SUBGROUP][:24], np.tile(np.repeat([0, 1, 2, 3], [4, 2, 4, 2]), 2)
+    )
+    # The padding group: 2 games' rows (12) cut to its 8: the civilians' and the spy's
+    # describe turns and the first 2 civilian votes.
+    np.testing.assert_array_equal(got.info[SUBGROUP][24:], [0] * 4 + [1] * 2 + [2] * 2)
+
+
+def test_self_play_refuses_prefixes_and_other_tasks(played):
+    _, ctx, _ = played
     pre = dataclasses.replace(ctx.request, prefixes=[None] * 24)
     with pytest.raises(ValueError, match="cannot continue prefixes"):
         ROLLOUTS.get("self_play").fn(dataclasses.replace(ctx, request=pre), civilian_vote="outcome")
@@ -194,6 +210,11 @@ def test_config_checks_name_the_field():
     c.task.name = "spy_describe"
     c.rollout.self_play.civilian_vote = "majority"
     with pytest.raises(ValueError, match="config.rollout.self_play.civilian_vote"):
+        validate(c)
+    c.rollout.self_play.civilian_vote = "outcome"
+    c.task.options = '{"num_players": 4}'
+    with pytest.raises(ValueError, match="group_size = 12 must be a multiple of 8"):
+        c.data.group_size = 12
         validate(c)
 
 

@@ -262,3 +262,22 @@ def test_fuzz_text(text):
     assert "\n" not in _timed(parse_description, text)
     out = score_game(p, [parse_vote(text, 4)] * 4, [text] * 4)
     assert sum(out["tally"]) <= 4 and all(r in (0.0, 1.0) for r in out["rewards"])
+
+
+def test_turn_examples_teach_both_turns_of_the_game():
+    from rlvr_jax.tasks.spy import turn_examples
+    from rlvr_jax.train.warmstart import get_spec
+
+    problems = tasks.get("spy_describe", num_players=3).problems(40)
+    ex = turn_examples(problems, seed=0)
+    assert len(ex) == 80 and ex == turn_examples(problems, seed=0)
+    seats = set()
+    for p, (describe, vote) in zip(problems, zip(ex[::2], ex[1::2], strict=True), strict=True):
+        assert vote == (p.prompt, p.solution)
+        # (civilians' describe prompts are identical: the player is one of them)
+        i = [k for k in range(3) if player_prompt(p, k) == describe[0]]
+        assert describe[1] in [p.metadata["descriptions"][k] for k in i]
+        seats.add(i == [p.metadata["spy_index"]])
+    assert seats == {True, False}  # the spy's describe turn is taught too
+    spec = get_spec("spy_describe")
+    assert spec.sft_examples()[:2] == turn_examples(spec.task().problems(1, "train"), seed=0)

@@ -1,0 +1,87 @@
+"""SpyRL (RLSVR: "From RLVR to RLSVR", Self-PlaY RL) on the warm-start "who is the spy" base.
+
+RLSVR turns an open-ended task into a proxy environment whose rules produce the
+reward. SpyRL's environment is the social deduction game "Who is the spy?": players
+get asymmetric information, all do the same target task, then vote to find a
+designated spy; because the spy is fixed in advance, the vote outcome is a fully
+verifiable reward, and winning it depends on the quality of what each player wrote.
+
+Paper-fixed (abstract): the game (asymmetric information, the same task for all,
+a vote, a predetermined spy), self-play by one policy, rewards from the vote outcome
+only (no judge, no reward model), RL on those rewards.
+Ours (the abstract is silent; the reference code was not available to us):
+  - the target task: describing a generated record (task `spy_describe`,
+    `rlvr_jax.tasks.spy`: a creature / plant / town whose civilian and spy versions
+    differ in one attribute; descriptions must not name the secret word), 3 players
+    and 4 attributes (the warm start's options); the spy is not told its role
+    (spy_knows = False, the classic game);
+  - the rollout "self_play" (`rlvr_jax.rollout.self_play`): G = 12 rows per prompt =
+    2 games x 3 players x 2 turns (describe, vote), two sampler calls per step; rewards
+    per row: civilians 1 iff the spy is eliminated (plurality, a tie eliminates
+    nobody), the spy 1 iff it survives, 0 for a description that names its word or is
+    empty; both turns trained; four groups per prompt (civilians' / spy's describe /
+    vote rows across the 2 games), GRPO advantages within each;
+  - GRPO credit, token PPO clip ε = 0.2, lr 1e-4, 2 minibatches per step, no KL;
+  - the base: SFT on both turns of reference games (spec ("spy_describe", "base"),
+    400 steps, `rlvr_jax.train.warmstart_specs`).
+Evaluation (every run on spy_describe, `rollout.EVALUATORS`): the task's pass@k (a
+civilian's vote on reference descriptions), and games against the frozen initial
+policy: game/detection_rate (current civilians vs the initial spy),
+game/spy_survival (the current spy vs the initial civilians),
+game/civilian_vote_accuracy, game/vote_parsed, game/leak_rate, game/description_valid.
+Logged per train step: rollout/spy_reward and rollout/not_spy_reward (spy vs civilian
+rows), rollout/vote_reward, rollout/civilian_voted_spy (the civilians' vote accuracy),
+rollout/spy_survived, rollout/vote_parsed, rollout/leaked, rollout/described.
+
+Arms (`file.py:arm[,base]`): `spyrl` (default) and `grpo` (the self-improvement
+baseline at the same rollout budget: GRPO with the plain rollout on the task's own
+verifiable form, a civilian's vote on reference descriptions, B x G = 8 x 12 rows per
+step; it never plays a game in training). Base variants: "" (CPU), `pulse` (tiny
+random model, 2 steps, G = 12), `paper` (an HF model; every value ours, see below).
+
+Command: python -m rlvr_jax.main --config=experiments/spyrl/spyrl.py --workdir=runs/spyrl
+Runtime and result: see "Measured" below (only what was run).
+"""
+
+from rlvr_jax.rl.config import apply_variant, default_config, split_arm
+
+ARMS = ("spyrl", "grpo")
+
+
+def get_config(variant: str = ""):
+    arm, base = split_arm(variant, ARMS)
+    c = default_config()
+    c.model.domain = "spy_describe"  # the warm start of both turns
+    c.task.name = "spy_describe"
+    c.rollout.name = "self_play" if arm == "spyrl" else "plain"
+    c.rollout.self_play.civilian_vote = "outcome"  # a civilian's vote row: the team's outcome
+    c.rollout.max_new_tokens = 32  # a description or a vote is ~15-25 tokens
+    c.credit.name = "grpo"
+    c.loss.name = "ppo_clip"
+    c.loss.ppo_clip.eps_low = c.loss.ppo_clip.eps_high = 0.2  # ε
+    c.data.prompts_per_step = 8  # B
+    c.data.group_size = 12  # G: 2 games x 3 players x 2 turns (grpo arm: 12 votes)
+    c.train.steps = 10
+    c.eval.every = 0
+    c.eval.num_problems = 64  # also the number of games per evaluation side
+    c.eval.n_samples = 4
+    if base == "paper":
+        # The abstract gives no model, batch or optimizer: every value here is ours.
+        c.model.source = "pretrained"
+        c.model.path = "/path/to/hf-model"  # placeholder: --config.model.path
+        c.task.options = '{"num_players": 4, "num_attributes": 6}'  # the task's full game
+        c.data.group_size = 16  # 2 games x 4 players x 2 turns
+        c.data.prompts_per_step = 64
+        c.rollout.max_new_tokens = 256
+        c.optimizer.lr = 1e-6
+        c.train.steps = 200
+        c.eval.every = 20
+        return c
+    c = apply_variant(c, base)
+    if base == "pulse":
+        c.task.name = "spy_describe"  # apply_variant's pulse task is arithmetic
+        c.task.options = '{"num_players": 3, "num_attributes": 4}'
+        c.data.prompts_per_step = 2
+        c.data.group_size = 12  # 2 games of 3 players per prompt
+        c.rollout.max_new_tokens = 12
+    return c
