@@ -35,7 +35,7 @@ rollout/spy_survived, rollout/vote_parsed, rollout/leaked, rollout/described.
 
 Arms (`file.py:arm[,base]`): `spyrl` (default) and `grpo` (the self-improvement
 baseline at the same rollout budget: GRPO with the plain rollout on the task's own
-verifiable form, a civilian's vote on reference descriptions, B x G = 8 x 12 rows per
+verifiable form, a civilian's vote on reference descriptions, B x G = 10 x 12 rows per
 step; it never plays a game in training). Base variants: "" (CPU), `pulse` (tiny
 random model, 2 steps, G = 12), `paper` (an HF model; every value ours, see below).
 
@@ -59,7 +59,7 @@ def get_config(variant: str = ""):
     c.credit.name = "grpo"
     c.loss.name = "ppo_clip"
     c.loss.ppo_clip.eps_low = c.loss.ppo_clip.eps_high = 0.2  # ε
-    c.data.prompts_per_step = 8  # B
+    c.data.prompts_per_step = 10  # B (B x G = 120 rows: the select round pads to 128)
     c.data.group_size = 12  # G: 2 games x 3 players x 2 turns (grpo arm: 12 votes)
     c.train.steps = 10
     c.eval.every = 0
