@@ -40,7 +40,34 @@ step; it never plays a game in training). Base variants: "" (CPU), `pulse` (tiny
 random model, 2 steps, G = 12), `paper` (an HF model; every value ours, see below).
 
 Command: python -m rlvr_jax.main --config=experiments/spyrl/spyrl.py --workdir=runs/spyrl
-Runtime and result: see "Measured" below (only what was run).
+Runtime: ~3 CPU-minutes per arm (10 steps and two evaluations, below), after the
+warm start (216 CPU s of SFT, trained once and cached; docs/base_models.md).
+
+Measured (one seed, a miniature, not a reproduction): SpyRL vs the GRPO arm at an equal
+rollout budget (10 steps x 120 rows; the select round pads each step to 128 sampled rows),
+from the same warm start; evaluation on 64 test problems (pass@k: 4 votes each at
+temperature 1; games: 64 per side, one per problem, against the frozen initial policy).
+Each run as
+  taskset -c 0 nice -n 10 python -m rlvr_jax.main --config=experiments/spyrl/spyrl.py:<arm>
+    --workdir=runs/mini_<arm> --config.checkpoint.export_final=False
+on this 2-core CPU shared with other jobs (core 0, ~15% of it: ~17 min wall per arm):
+  arm    detection  spy survival  civ. vote acc.  pass@1  pass@4  leak  valid  CPU (user+sys)
+  start  0.188      0.797         0.305           0.289   0.719   0.0   1.0    -
+  SpyRL  0.188      0.797         0.289           0.285   0.766   0.0   1.0    179 s
+  GRPO   0.297      0.781         0.398           0.297   0.766   0.0   1.0    183 s
+(detection: the trained civilians vs the initial spy; spy survival: the trained spy vs the
+initial civilians; both with the same 64 games and key, so a policy that barely moved
+repeats the start's outcomes.) During SpyRL's training the civilians' vote accuracy was
+0.15-0.43 and the spy survived 65-100% of the step's 20 games; no description leaked or was
+empty, 97-100% of votes parsed. With 2 games per prompt, a prompt's four role groups are
+constant whenever both games end alike, which was most of them (step 5: the spy survived
+all 20 games and the gradient was 0); SpyRL's gradient norm was 0-0.20 per step, GRPO's
+0.24-0.35. One seed and 64 games per side (standard error ~0.05): no
+improvement of SpyRL over its start or over GRPO is resolved here. More games per prompt
+should give more non-constant groups: a run with 4 games per prompt at the same budget
+(--config.data.prompts_per_step=5 --config.data.group_size=24
+--config.train.num_minibatches=1) was stopped after its first step for lack of time
+(no result).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config, split_arm
