@@ -57,7 +57,13 @@ reward was below the roots' on 8 of 10 steps. One seed and 512 samples per evalu
 from rlvr_jax.rl.config import apply_variant, default_config
 
 
+VARIANTS = ("", "countdown", "arithmetic", "pulse", "tool_lookup", "tool_lookup,pulse")
+
+
 def get_config(variant: str = ""):
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(map(repr, VARIANTS))}")
+    parts = variant.split(",")
     c = default_config()
     c.rollout.name = "branching"
     c.rollout.branching.roots = 0.25  # share of G sampled as roots (ours)
@@ -73,7 +79,14 @@ def get_config(variant: str = ""):
     c.credit.cbpo.s_max = 3.0  # upper clip (ours)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G: rollouts per prompt, roots and branches together
-    c = apply_variant(c, variant)
-    if "pulse" in variant.split(","):
+    if "tool_lookup" in parts:  # branches inside model turns of tool episodes (the paper's)
+        c.model.domain = c.task.name = "tool_lookup"
+        c.rollout.max_new_tokens = 32  # per turn (the warm start's)
+    apply_variant(c, "pulse" if "pulse" in parts else parts[0].replace("tool_lookup", ""))
+    if "pulse" in parts:
         c.data.group_size = 8  # the pulse keeps G = 8: 2 roots, 3 nodes of 2 branches each
+    if parts == ["tool_lookup", "pulse"]:  # as experiments/agentic/tool_lookup.py:pulse
+        c.task.name = "tool_lookup"
+        c.task.options = '{"num_lookups": 1, "max_name_syllables": 1, "instructions": false}'
+        c.rollout.max_new_tokens = 12
     return c
