@@ -25,6 +25,10 @@ PUBLISHED_B = {
     "qwen3-8b": 8.191,
     "qwen2.5-3b": 3.086,
     "qwen2.5-7b": 7.616,
+    "qwen2.5-32b": 32.764,
+    "qwen2.5-math-1.5b": 1.544,
+    "qwen2.5-math-7b": 7.616,
+    "deepseek-r1-distill-qwen-1.5b": 1.777,
     "llama-3.1-8b": 8.030,
 }
 

@@ -52,9 +52,18 @@ on this 2-core CPU shared with other jobs:
 CBPO logged 3.0 branches per root and a mean node CBV of 0.08-0.16 per step; branch rows'
 reward was below the roots' on 8 of 10 steps. One seed and 512 samples per evaluation
 (standard error of pass@1 ~0.02): no difference between the arms is resolved.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: two
+unnamed scales) on math_file (single-turn: multi-turn branching is not built), G = 16
+with the root share above (4 roots); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -73,7 +82,7 @@ def get_config(variant: str = ""):
     c.credit.cbpo.s_max = 3.0  # upper clip (ours)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G: rollouts per prompt, roots and branches together
-    c = apply_variant(c, variant)
+    c = apply_variant(c, variant, paper=PAPER)
     if "pulse" in variant.split(","):
         c.data.group_size = 8  # the pulse keeps G = 8: 2 roots, 3 nodes of 2 branches each
     return c
