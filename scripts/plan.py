@@ -11,10 +11,11 @@ per-device bytes (see rlvr_jax/plan.py). By default the programs are compiled at
 (`--full` compiles every layer: slow on a small CPU).
 
 `--all-paper` plans the `:paper` variant of every experiment file: variants whose
-programs are the same (model, mesh, batch and length, loss inputs, optimizer) share
-one plan, each planned in its own process (the fake device count is fixed when JAX
-starts); the table (per-chip GiB against a v5p chip, headroom, fits or what would
-make it fit) replaces the block between the PAPER_BEGIN/PAPER_END markers of `--doc`.
+programs need the same memory (model, mesh, batch and length, per-token loss inputs,
+optimizer; `plan_key`) share one plan, compiled for the first of them in its own
+process (the fake device count is fixed when JAX starts); the table (per-chip GiB
+against a v5p chip, headroom, fits or what would make it fit) replaces the block
+between the PAPER_BEGIN/PAPER_END markers of `--doc`.
 """
 
 import argparse
@@ -140,12 +141,13 @@ def plan_key(c) -> str:
     return json.dumps(
         dict(
             model=repr(plan.policy_config(c)),
-            execution=c.model.to_dict(),
+            execution=[c.model[k] for k in ("param_dtype", "dtype", "attention", "remat")]
+            + [c.model.attention_block, c.model.scan_layers],
             mesh=[list(c.mesh.shape), c.mesh.rules],
-            batch=[c.data.prompts_per_step, c.data.group_size, c.train.num_minibatches],
+            batch=[c.data.prompts_per_step, c.data.group_size],
             micro=c.train.micro_batch_size,
             rollout=[c.rollout.max_new_tokens, c.rollout.cache_gib, c.rollout.cache_dtype],
-            loss=[c.loss.name, bool(c.loss.kl_coef), bool(c.loss.tis_cap), c.score.teacher_topk.k],
+            loss=_loss_inputs(c),
             optimizer=[c.optimizer.name, c.optimizer.to_dict()[c.optimizer.name]]
             if c.optimizer.name != "adamw"
             else "adamw",
@@ -153,6 +155,18 @@ def plan_key(c) -> str:
         sort_keys=True,
         default=str,
     )
+
+
+def _loss_inputs(c) -> list:
+    """The loss's inputs beyond [rows, T] ones: per-token vectors (hidden states, top-k
+    teacher log-probs) change the plan; losses that differ only in elementwise terms
+    over [rows, T] (clip rules, gates, a ref/behaviour log-prob input: < 1 MiB per chip
+    at one row of 9216 tokens) share one."""
+    from rlvr_jax.rl import objectives
+
+    requires = objectives.POLICY_LOSSES.get(c.loss.name).requires
+    wide = sorted(f for f in requires if f.endswith(("_BxTxD", "_BxTxK")))
+    return [wide, c.score.teacher_topk.k if any(f.endswith("_BxTxK") for f in wide) else 0]
 
 
 def _fit(r) -> str:
