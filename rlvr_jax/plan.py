@@ -39,6 +39,7 @@ from flax import nnx
 from rlvr_jax import sharding
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.transformer import KVCache, Transformer
+from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import objectives
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.rl.update import RLState, make_update
@@ -194,10 +195,6 @@ def _abstract_state(config, optimizer, mesh, rules):
     return graphdef, state, rest, sharding.rl_state_shardings(state, mesh, rules)
 
 
-# Batch fields a loss `requires` that the update computes itself (rl/update.py).
-_UPDATE_MADE = ("hidden_BxTxD", "output_kernel_DxV", "teacher_kernel_DxV")
-
-
 def _loss_inputs(spec, config, rows, length, topk, make):
     """Abstract [1, rows, ...] inputs of the batch fields the loss reads beyond the standard
     ones (teacher hidden states at the policy's width, top-k teacher log-probs/ids, ...)."""
@@ -205,7 +202,7 @@ def _loss_inputs(spec, config, rows, length, topk, make):
     dims["BxTxK"] = (length, topk)
     out = {}
     for field in objectives.POLICY_LOSSES.get(spec.name).requires:
-        if field in _UPDATE_MADE:
+        if field in batch_lib.UPDATE_FIELDS:  # the update computes these itself
             continue
         suffix = field.rsplit("_", 1)[1]
         if suffix not in dims:
@@ -236,6 +233,9 @@ def _compile_train(config, optimizer, spec, mesh, rules, rows, length, topk=16):
     make = lambda shape, dt: jax.ShapeDtypeStruct(shape, dt, sharding=rows_sh)  # noqa: E731
     for field, value in _loss_inputs(spec, config, rows, length, topk, make).items():
         mb.setdefault(field, value)
+    mb = batch_lib.Batch(
+        **{f: mb.pop(f, None) for f in batch_lib.FIELDS}, extra=mb
+    )  # the update reads a Batch, as the trainer passes it
     rest_sh = sharding.tree_shardings(rest, mesh, rules, strict=False)
     args = (_with_shardings(state, state_sh), _with_shardings(rest, rest_sh), None, mb)
     return update.jitted(state, rest, None).lower(*args).compile()
