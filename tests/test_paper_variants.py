@@ -27,6 +27,19 @@ PAPER_SCALE = {"paper_scale/qwen3_8b_grpo", "paper_scale/qwen3_4b_grpo"}
 # `:paper` variants that plan but cannot run as they stand, and why (also in their docstring).
 NOT_RUNNABLE = {"cliff/cliff": "the judge locator loads warm-start judges only"}
 TEACHER_SIGNALS = ("teacher", "teacher_hidden", "teacher_topk")
+# `:paper` variants the trainer refuses on a multi-host slice (rl/trainer._check_processes),
+# as docs/tpu_pods.md lists them: per-prompt-statistics schedulers and per-host rollouts.
+MULTI_HOST_PENDING = {
+    "lspo/lspo": "rollout lora_scaffold",
+    "grsd/grsd": "rollout reflective",
+    "sara/sara": "scheduler sara",
+    "vigor/vigor": "scheduler vigor",
+    "pair/pair": "scheduler pair",
+    "leeps/leeps": "scheduler leeps",
+    "difficulty/difficulty": "scheduler difficulty",
+    "graph_difficulty/sara_graph": "scheduler sara (graph estimator)",
+}
+V5P_CHIPS_PER_HOST = 4
 
 
 def _files():
@@ -39,7 +52,8 @@ def _files():
 
 
 def _module(name):
-    spec = importlib.util.spec_from_file_location(name.replace("/", "."), EXPERIMENTS / f"{name}.py")
+    path = EXPERIMENTS / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name.replace("/", "."), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -143,3 +157,20 @@ def test_teacher_experiment_without_a_teacher_checkpoint_is_refused():
     c.score.signals = "teacher"
     with pytest.raises(ValueError, match="teacher checkpoint"):
         apply_teacher(apply_variant(c, "paper"), "paper")
+
+
+def test_which_paper_variants_a_multi_host_slice_refuses(monkeypatch):
+    from rlvr_jax.rl import trainer as trainer_lib
+
+    monkeypatch.setattr(trainer_lib.distributed, "check_rows_split", lambda mesh: None)
+    refused = set()
+    for name in _files():
+        c = _module(name).get_config("paper")
+        hosts = math.prod(c.mesh.shape) // V5P_CHIPS_PER_HOST
+        assert hosts > 1, name  # every :paper slice is multi-host
+        monkeypatch.setattr(trainer_lib.jax, "process_count", lambda hosts=hosts: hosts)
+        try:
+            trainer_lib._check_processes(c, None)  # the prompt split must work for all
+        except NotImplementedError:
+            refused.add(name)
+    assert refused == set(MULTI_HOST_PENDING)
