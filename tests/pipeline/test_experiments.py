@@ -157,6 +157,8 @@ def test_fusion_pulse_merges_mixes_and_routes(tmp_path, monkeypatch):
     assert teachers["countdown"]["path"] == str(tmp_path / "stages" / "rl_countdown" / "export")
     mopd_train = _lines(tmp_path / "stages" / "mopd" / "metrics.jsonl", "train")
     assert len(mopd_train) == 2 and all(x["grad_norm"] > 0 for x in mopd_train)
+    for d in ("countdown", "arithmetic"):  # each expert's teacher-noise statistics
+        assert all(0.0 <= x[f"mopd/{d}/noise_frac"] <= 1.0 for x in mopd_train)
     for table in ((tmp_path / "results.md").read_text(), evaluation_table(tmp_path)):
         for model in ("base", *names):
             assert f"| {model} |" in table

@@ -443,7 +443,7 @@ def _mopd(model_case, teacher_for):
         warmstart.save_tokenizer(ctx.tokenizer, f"{root}/{d}")
         spec[d] = {"path": f"{root}/{d}"}
     fresh = dataclasses.replace(ctx, cache={}, step_cache={})
-    out = mopd.mopd(fresh, g, b, teachers=json.dumps(spec), domain_key="domain")
+    out = mopd.mopd(fresh, g, b, teachers=json.dumps(spec), domain_key="domain", diagnostics=False)
     return out, b, _grpo(g.rewards, g.group, g.valid, mask)
 
 

@@ -65,7 +65,9 @@ def test_each_row_is_scored_by_its_domains_teacher_only(setup, monkeypatch):
         return dataclasses.replace(scorer, fn=fn)
 
     monkeypatch.setattr(mopd, "load_teacher", counting_load_teacher)
-    out = mopd.mopd(ctx, g, b, teachers=teachers, domain_key="domain")["teacher_logps_BxT"]
+    out = mopd.mopd(ctx, g, b, teachers=teachers, domain_key="domain", diagnostics=False)[
+        "teacher_logps_BxT"
+    ]
 
     domains = mopd.row_domains(g, "domain")
     want = np.zeros_like(out)
@@ -84,6 +86,7 @@ def test_each_row_is_scored_by_its_domains_teacher_only(setup, monkeypatch):
         b,
         teachers=json.dumps({d: {"path": paths["arithmetic"]} for d in DOMAINS}),
         domain_key="domain",
+        diagnostics=False,
     )["teacher_logps_BxT"]
     kk = (domains == "knights_knaves") & g.valid
     assert np.abs(a[kk] - out[kk]).max() > 1e-2
@@ -94,11 +97,41 @@ def test_missing_teacher_or_domain_is_named(setup):
     ctx, g, b, paths, _ = setup
     one = json.dumps({"arithmetic": {"path": paths["arithmetic"]}})
     with pytest.raises(ValueError, match=r"no teacher for domain\(s\) \['knights_knaves'\]"):
-        mopd.mopd(ctx, g, b, teachers=one, domain_key="domain")
+        mopd.mopd(ctx, g, b, teachers=one, domain_key="domain", diagnostics=False)
     with pytest.raises(ValueError, match="has no metadata\\['lang'\\]"):
-        mopd.mopd(ctx, g, b, teachers=one, domain_key="lang")
+        mopd.mopd(ctx, g, b, teachers=one, domain_key="lang", diagnostics=False)
     with pytest.raises(ValueError, match="must be a JSON object"):
         mopd.parse_teachers("[]")
     spec = mopd.parse_teachers('{"countdown": {}}')
     want = dict(source="warm_start", domain="countdown", role="teacher", path="")
     assert spec["countdown"] == want
+
+
+def test_noise_statistics_are_logged_overall_and_per_domain(setup):
+    """Per-domain noise fractions are each expert's own; token-weighted they give the overall."""
+    ctx, g, b, paths, teachers = setup
+    ctx = dataclasses.replace(ctx, metrics={})
+    rng = np.random.default_rng(0)
+    b = dict(
+        b,
+        old_logps_BxT=np.where(b["mask_BxT"], -rng.uniform(0.1, 4.0, g.tokens.shape), 0.0),
+        correct_B=rng.random(len(g.tokens)) < 0.5,
+    )
+    out = mopd.mopd(ctx, g, b, teachers=teachers, domain_key="domain", diagnostics=True)
+    t = out["teacher_logps_BxT"]
+    domains = mopd.row_domains(g, "domain")
+    m = np.asarray(b["mask_BxT"], bool)
+    total, noisy_tokens = 0, 0.0
+    for d in DOMAINS:
+        rows = (domains == d) & g.valid
+        n = int(m[rows].sum())
+        frac = ctx.metrics[f"mopd/{d}/noise_frac"]
+        # Recomputed on the domain's rows alone: the statistic is that expert's, not the mix's.
+        sub = model_signals.opsa.teacher_noise_stats(
+            t[rows], b["old_logps_BxT"][rows], b["correct_B"][rows], m[rows]
+        )
+        assert frac == pytest.approx(float(sub["noise_frac"]), abs=1e-6)
+        total, noisy_tokens = total + n, noisy_tokens + frac * n
+    assert 0.0 < ctx.metrics["mopd/noise_frac"] < 1.0
+    assert ctx.metrics["mopd/noise_frac"] == pytest.approx(noisy_tokens / total, abs=1e-6)
+    assert {"mopd/r_mean_correct", "mopd/r_mean_wrong"} <= set(ctx.metrics)

@@ -26,8 +26,9 @@ import json
 
 import numpy as np
 
+from rlvr_jax.core import opsa
 from rlvr_jax.rl import signals
-from rlvr_jax.rl.methods.model_signals import load_teacher
+from rlvr_jax.rl.methods.model_signals import load_teacher, teacher_diagnostics
 
 _TEACHER_FIELDS = ("source", "domain", "role", "path")
 
@@ -78,13 +79,22 @@ def row_domains(groups, domain_key: str) -> np.ndarray:
     return np.array(doms)
 
 
-@signals.register("mopd", provides=("teacher_logps_BxT",), teachers="", domain_key="domain")
-def mopd(ctx, groups, batch, *, teachers, domain_key):
+@signals.register(
+    "mopd",
+    provides=("teacher_logps_BxT",),
+    teachers="",
+    domain_key="domain",
+    diagnostics=True,
+)
+def mopd(ctx, groups, batch, *, teachers, domain_key, diagnostics):
     """ℓ^T of every row under its domain's teacher (only that teacher runs on it).
 
     Options:
       teachers: JSON object {domain: {"source", "domain", "role", "path"}}.
       domain_key: the problem metadata key naming a row's domain.
+      diagnostics: log `teacher_diagnostics` of the routed ℓ^T as "mopd/*", and
+        OPSA's noise fractions per domain as "mopd/<domain>/noise_frac*" (each
+        expert's own noise on its rows).
     """
     spec = parse_teachers(teachers)
     domains = row_domains(groups, domain_key)
@@ -100,4 +110,14 @@ def mopd(ctx, groups, batch, *, teachers, domain_key):
     for domain in sorted(set(domains[valid])):
         rows = np.flatnonzero(valid & (domains == domain))
         out[rows] = load_teacher(ctx, **spec[domain]).logps(tokens[rows], attn[rows])
-    return {"teacher_logps_BxT": np.where(batch["mask_BxT"], out, 0.0).astype(np.float32)}
+    out = np.where(batch["mask_BxT"], out, 0.0).astype(np.float32)
+    if diagnostics:
+        teacher_diagnostics(ctx, groups, batch, out, prefix="mopd")
+        correct, m = np.asarray(batch["correct_B"], bool), np.asarray(batch["mask_BxT"], bool)
+        for domain in sorted(set(domains[valid])):
+            rows = valid & (domains == domain)
+            stats = opsa.teacher_noise_stats(
+                out, batch["old_logps_BxT"], correct, m & rows[:, None]
+            )
+            ctx.metrics.update({f"mopd/{domain}/{k}": float(v) for k, v in stats.items()})
+    return {"teacher_logps_BxT": out}
