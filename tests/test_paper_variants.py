@@ -20,7 +20,8 @@ from rlvr_jax.rl.config import validate
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 # Pipeline configs (rlvr_jax.pipeline.config, stages of SFT/DPO/OPD/RL/merge) have no
-# `:paper` variant yet; their RL-stage methods do (seq_opd_rl.py, rstg.py).
+# `:paper` variant yet (the SFT stage has no mesh or precision fields); their RL-stage
+# methods do (seq_opd_rl.py, rstg.py).
 PIPELINES = {"seq_opd_rl/pipeline", "rstg/rstg_sft", "fusion/fusion", "dpo/dpo"}
 # Already paper-size configs (their variants are "" and "dapo").
 PAPER_SCALE = {"paper_scale/qwen3_8b_grpo", "paper_scale/qwen3_4b_grpo"}
