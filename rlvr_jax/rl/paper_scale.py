@@ -12,7 +12,8 @@ The shared block (`apply`):
   model     source "pretrained", path "/path/to/<checkpoint>" (placeholder); f32
             master weights and AdamW moments, bf16 compute, splash attention on TPU
             (blockwise elsewhere), layers scanned, per-block remat, the sampler
-            called in row chunks of `cache_gib` GiB of bf16 KV cache per chip (ours).
+            called in row chunks of 40 GiB of bf16 KV cache per chip at P + N =
+            1024 + 8192, proportionally less for shorter rows (ours).
   task      math_file on a user-given jsonl/parquet (placeholder path), math-verify
             checker, a 17k prompt pool (DAPO-Math-17k's size); `task=None` keeps the
             file's own task (synthetic tasks whose features a method needs).
@@ -107,7 +108,11 @@ def apply(
     m.attention = "pallas"  # splash attention on TPU (blockwise XLA elsewhere and in decode)
     m.scan_layers = True
     m.remat = "block"
-    c.rollout.cache_gib = 40.0  # KV cache per chip of one sampler call
+    n = min(max_new_tokens, context - PROMPT_LEN)
+    # KV cache per chip of one sampler call: 40 GiB at P + N = 1024 + 8192, less for
+    # shorter rows, so a call holds about as many rows at any N (a call's other
+    # buffers grow with its rows: one call of all B x G short rows does not fit).
+    c.rollout.cache_gib = 40.0 * min(1.0, (PROMPT_LEN + n) / (PROMPT_LEN + 8192))
     c.rollout.cache_dtype = "bfloat16"
     if task == "math_file":
         c.task.name = "math_file"
@@ -120,7 +125,7 @@ def apply(
     c.data.group_size = group_size
     c.rollout.temperature = 1.0
     c.rollout.top_p = 1.0
-    c.rollout.max_new_tokens = min(max_new_tokens, context - PROMPT_LEN)
+    c.rollout.max_new_tokens = n
 
     c.optimizer.lr = lr
     c.optimizer.schedule = "constant"
