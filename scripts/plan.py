@@ -3,7 +3,8 @@
   python scripts/plan.py --config experiments/paper_scale/qwen3_8b_grpo.py --mesh 1,64,1 \
       [--rules fsdp] [--devices 64] [--param-dtype bfloat16 --dtype bfloat16] [--full] \
       [--json out.json]
-  python scripts/plan.py --all-paper [--doc docs/tpu_pods.md]
+  python scripts/plan.py --all-paper [--doc docs/tpu_pods.md] > all_paper.log
+  python scripts/plan.py --table-from all_paper.log   # rewrite the table from a log
 
 Compiles the train step (one micro-batch) and the sampler for the mesh and prints
 per-device bytes (see rlvr_jax/plan.py). By default the programs are compiled at
@@ -63,7 +64,12 @@ def main():
     p.add_argument("--json", default="", help="also write the plan's numbers here")
     p.add_argument("--all-paper", action="store_true", help="plan every :paper variant")
     p.add_argument("--doc", default="docs/tpu_pods.md", help="--all-paper: the doc to update")
+    p.add_argument("--table-from", default="", help="rewrite --doc's table from an --all-paper log")
     args = p.parse_args()
+    if args.table_from:
+        lines = Path(args.table_from).read_text().splitlines()
+        rows = [json.loads(x) for x in lines if x.startswith("{")]
+        return _write(rows, sum(r["cpu_s"] for r in rows), args, pending=0)
     if args.all_paper:
         return all_paper(args)
     if not args.config:
@@ -170,15 +176,24 @@ def _loss_inputs(c) -> list:
 
 
 def _fit(r) -> str:
-    """'yes', or 'no: ' and what would make it fit (per-chip GiB in `r`)."""
+    """'yes', or 'no: ' and what would make it fit (per-chip GiB in `r`).
+
+    The sampler's remedy is an estimate: its peak taken as a full bf16 copy of the
+    weights (gathered for decoding) plus a part linear in the rows of a call.
+    """
+    from rlvr_jax.models import presets
+
     limit = (1 - MARGIN) * V5P_GIB
     fixes = []
     if r["sample_peak_gib"] > limit:
-        rest = r["sample_peak_gib"] - r["kv_cache_gib"]  # weights copy + temp
-        if rest < limit:
-            fixes.append(f"rollout.cache_gib <= {int(limit - rest)} (sampler)")
+        weights = presets.preset(r["model"]).num_params() * 2 / (1 << 30) / r["mesh"][2]
+        per_row = (r["sample_peak_gib"] - weights) / r["sample_rows"]
+        rows = int((limit - weights) / per_row) if limit > weights else 0
+        if rows:
+            kv = r["kv_cache_gib"] * rows / r["sample_rows"]
+            fixes.append(f"sampler: <= ~{rows} rows per call (rollout.cache_gib ~{kv:.0f})")
         else:
-            fixes.append("sampler weights + temp exceed a chip: use the tensor axis")
+            fixes.append("sampler: the weights copy alone exceeds a chip; use the tensor axis")
     if r["train_peak_gib"] > limit:
         fixes.append("train: more chips or a shorter N")
     return "yes" if not fixes else "no: " + "; ".join(fixes)
