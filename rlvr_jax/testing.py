@@ -10,6 +10,11 @@ transformers and imports them lazily. This module sits above every package
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +23,7 @@ from rlvr_jax.models.tiny import bench_config, tiny_config
 
 __all__ = [
     "bench_config",
+    "launch_processes",
     "make_hf_checkpoint",
     "parity_score_rows",
     "score_context",
@@ -103,3 +109,53 @@ def score_context(model=None, tokenizer=None, task=None, *, chunk: int = 8, refe
     if reference:
         ref = Scorer(policy.fn, graphdef, jax.tree.map(jnp.copy, params), rest, model.config, chunk)
     return ScoreContext(tokenizer, task, policy, ref)
+
+
+def launch_processes(
+    script: Path,
+    args_of: Callable[[int], list[str]] = lambda i: [],
+    *,
+    nproc: int = 2,
+    devices_per_process: int = 2,
+    timeout: float = 1200,
+) -> list[str]:
+    """Runs `script` as `nproc` JAX CPU processes that join one distributed job.
+
+    Each process gets `python script <port> <process id> *args_of(id)` (the
+    coordinator port is a free local one), `devices_per_process` CPU devices,
+    and the repository root as working directory. Fails (AssertionError with
+    the end of its stderr) unless every process exits 0 and prints
+    "DONE <process id>"; a process still running after `timeout` is killed.
+
+    Returns:
+      each process's stdout.
+    """
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(port), str(i), *args_of(i)],
+            cwd=Path(__file__).resolve().parents[1],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(nproc)
+    ]
+    try:
+        logs = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for i, (p, (out, err)) in enumerate(zip(procs, logs, strict=True)):
+        assert p.returncode == 0, f"process {i}:\n{err[-4000:]}"
+        assert f"DONE {i}" in out, f"process {i} did not finish:\n{out[-2000:]}"
+    return [out for out, _ in logs]

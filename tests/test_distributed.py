@@ -1,9 +1,5 @@
 """rlvr_jax.distributed: single-process behaviour here, and two real CPU processes (slow)."""
 
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +8,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax import distributed, sharding
+from rlvr_jax.testing import launch_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,36 +130,15 @@ _WORKER = textwrap.dedent(
         assert "config.mesh.shape = (1, 1, 4)" in str(e), e
     distributed.sync("done")
     print("OK", pid, distributed.iterator_state_name())
+    print("DONE", pid)
     """
 )
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow
 def test_two_cpu_processes_build_global_arrays_and_agree(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
-    env = dict(
-        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"
-    )
-    port = _free_port()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(port), str(i)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    for i, (p, (out, err)) in enumerate(zip(procs, outs, strict=True)):
-        assert p.returncode == 0, err[-3000:]
+    outs = launch_processes(script, timeout=300)
+    for i, out in enumerate(outs):
         assert f"OK {i} process_{i}-of-2.json" in out

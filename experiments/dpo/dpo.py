@@ -22,7 +22,15 @@ pairs_per_group = 2), β = 0.1, lr 1e-4 constant, one update per step.
 
 Command:
   python -m rlvr_jax.main --config=experiments/dpo/dpo.py:cpu --workdir=runs/dpo
-Runtime and result of `:cpu`: not measured yet.
+Measured (one run of `:cpu`, 2026-12-03, commit 93d1f6e, `taskset -c 1` on one core of
+this 2-core AMD EPYC VM; 24 DPO steps of 16 prompts x G = 8 on the warm-start arithmetic
+base): 2 min wall, 109 CPU s (user + sys, incl. the pipeline's base and final
+evaluations). Held-out test split, 64 problems x 16 samples at T = 1: pass@1 43.1 % (base)
+-> 54.3 % (after DPO), pass@16 93.8 % -> 95.3 %; training pass rate 0.47 (steps 1-4) ->
+0.52 (steps 21-24). The logged `dpo_accuracy` on each step's fresh pairs stays ~0.5
+(0.505 first four steps, 0.489 last four) and `dpo_margin` ~0: pairs are drawn from the
+current policy, so the margin is measured on responses the update has not seen yet.
+One seed, no baseline arm: not a comparison.
 """
 
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config

@@ -215,11 +215,29 @@ def task_options(name: str, options: str, base) -> str:
     return json.dumps(TASK_OPTIONS.get(base.domain, {}), sort_keys=True)
 
 
+def _fill_teacher_domains(node, domain: str) -> None:
+    """Sets every warm-start teacher's empty `domain` (any subtree with source + domain)."""
+    for key in node.keys():
+        child = node[key]
+        if isinstance(child, ml_collections.ConfigDict):
+            if {"source", "domain"} <= set(child.keys()) and child.source == "warm_start":
+                if not child.domain:
+                    child.domain = domain
+            _fill_teacher_domains(child, domain)
+
+
 def resolve_rl(run, init_dir: str, base) -> None:
-    """The run starts from `init_dir`; an empty task.options gets the base's warm-start ones."""
+    """The run starts from `init_dir`; an empty task.options gets the base's warm-start ones.
+
+    A stage's model is a pretrained export, so the trainer cannot tell its
+    warm-start domain: a warm-start teacher whose domain is "" ("the policy's")
+    gets the base's domain here.
+    """
     run.task.options = task_options(run.task.name, run.task.options, base)
     run.model.source, run.model.path = "pretrained", init_dir
-    run.model.domain = base.domain  # "" teacher domains mean the base's
+    run.model.domain = base.domain
+    if base.source == "warm_start":
+        _fill_teacher_domains(run, base.domain)
 
 
 def run_trainer(ctx: StageContext) -> dict[str, Any]:

@@ -296,7 +296,11 @@ def is_complete(run: Run) -> bool:
 
 
 def git_commit() -> str:
-    """HEAD's commit, with "+dirty" when tracked files differ from it."""
+    """HEAD's commit, with "+dirty" when tracked code differs from it.
+
+    The pages the harness itself rewrites (docs/) do not count: a run's code is
+    rlvr_jax/, experiments/ and scripts/.
+    """
 
     def git(*args):
         return subprocess.run(
@@ -304,7 +308,19 @@ def git_commit() -> str:
         ).stdout.strip()
 
     head = git("rev-parse", "--short=10", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return head + (
+        "+dirty"
+        if git(
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            "rlvr_jax",
+            "experiments",
+            "scripts",
+        )
+        else ""
+    )
 
 
 def machine() -> str:

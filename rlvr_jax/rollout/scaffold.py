@@ -74,7 +74,7 @@ def _scaffold(ctx: RolloutContext, rank: int, alpha: float) -> Scaffold:
             updates, opt_state = optax.adam(lr).update(grads, opt_state, lora_params)
             return optax.apply_updates(lora_params, updates), opt_state, loss
 
-        sampler = Sampler(model, pad_id=ctx.sampler.pad_id, mesh=ctx.sampler.mesh)
+        sampler = ctx.sampler.with_model(model)  # the trainer's cache budget and dtype
         ctx.cache[key] = Scaffold(model, sampler, step, rank, float(alpha))
     return ctx.cache[key]
 

@@ -183,7 +183,7 @@ class Sampler:
         if mesh is not None:
             batch_multiple = math.lcm(batch_multiple, sharding.batch_shards(mesh))
         self.batch_multiple = batch_multiple
-        self.mesh = mesh
+        self.mesh, self.rules = mesh, rules
         self.model = model
         self.config = model.config
         self.pad_id = pad_id
@@ -196,6 +196,20 @@ class Sampler:
         )
 
     # ------------------------------------------------------------------ public
+    def with_model(self, model: Transformer) -> Sampler:
+        """A sampler of `model` with this one's settings: pad id, length, row multiple,
+        mesh, sharding rules, KV cache budget and dtype (e.g. for a LoRA copy of the policy)."""
+        return Sampler(
+            model,
+            pad_id=self.pad_id,
+            max_length=self.max_length,
+            batch_multiple=self.batch_multiple,
+            mesh=self.mesh,
+            rules=self.rules,
+            cache_bytes=self.cache_bytes,
+            cache_dtype=self.cache_dtype,
+        )
+
     def sample(
         self,
         prompts: Sequence[Sequence[int]],

@@ -92,6 +92,21 @@ def test_stage_refs_resolve_to_exports():
     assert c.stages.rl.run.model.source == "warm_start"  # the stage config is unchanged
 
 
+def test_a_warm_start_teacher_of_the_policys_domain_gets_the_bases_domain():
+    """A stage's model is a pretrained export: "" (the policy's domain) must become the base's."""
+    c = _pipeline()
+    c.model.domain = "arithmetic"
+    k = stages.kind("opd")
+    run = stages.opd_defaults()
+    assert (run.score.teacher.source, run.score.teacher.domain) == ("warm_start", "")
+    out = stages.resolve(run, k, "/w/sft/export", {"base": "/b"}, c.model)
+    assert out.score.teacher.domain == "arithmetic"
+    run.score.teacher.domain = "countdown"  # an explicit domain is kept
+    assert stages.resolve(run, k, "/x", {"base": "/b"}, c.model).score.teacher.domain == (
+        "countdown"
+    )
+
+
 def test_a_rerun_may_append_stages_but_not_change_the_old_ones(tmp_path):
     from rlvr_jax.pipeline.run import _check_config
 

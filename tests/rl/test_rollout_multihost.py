@@ -1,10 +1,6 @@
 """Rollout plug-ins in multi-process runs: they run (2 CPU processes) or raise naming the field."""
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +8,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.testing import launch_processes
 
 from .test_rollout_experiments import load
 
@@ -62,33 +59,8 @@ def test_per_host_rollouts_refuse_several_processes(name, monkeypatch):
 def test_rollout_runs_in_two_processes(name, tmp_path):
     script = tmp_path / "child.py"
     script.write_text(_CHILD)
-    env = dict(
-        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"
-    )
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
     workdir = tmp_path / "run"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(port), str(i), str(workdir), name],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    try:
-        logs = [p.communicate(timeout=1200) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for i, (p, (out, err)) in enumerate(zip(procs, logs, strict=True)):
-        assert p.returncode == 0, f"process {i}:\n{err[-4000:]}"
-        assert f"DONE {i}" in out
+    launch_processes(script, lambda i: [str(workdir), name])
     lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
     (train,) = [x for x in lines if x["split"] == "train"]
     assert np.isfinite(train["loss"]) and train["select/sampled_prompts"] == 4

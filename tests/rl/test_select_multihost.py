@@ -8,15 +8,13 @@ programs; the step then trains on both processes' kept groups.
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from rlvr_jax.testing import launch_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,32 +77,7 @@ def launch_two(tmp_path, child: str, *args) -> None:
     """Runs `child` (a script taking port, process id, *args) as 2 processes x 2 CPU devices."""
     script = tmp_path / "child.py"
     script.write_text(child)
-    env = dict(
-        os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2"
-    )
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        port = s.getsockname()[1]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(port), str(i), *(a(i) for a in args)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(2)
-    ]
-    try:
-        logs = [p.communicate(timeout=1200) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for i, (p, (out, err)) in enumerate(zip(procs, logs, strict=True)):
-        assert p.returncode == 0, f"process {i}:\n{err[-4000:]}"
-        assert f"DONE {i}" in out
+    launch_processes(script, lambda i: [a(i) for a in args])
 
 
 @pytest.mark.slow

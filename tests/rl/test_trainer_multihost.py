@@ -5,15 +5,13 @@ Each process feeds its own prompt shard; the run is compared with one process ov
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from rlvr_jax.testing import launch_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,43 +95,17 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 def _launch(tmp_path, workdir, steps, nproc, devices_per_process, tag):
     script = tmp_path / "child.py"
     script.write_text(_CHILD)
-    env = dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}",
-    )
-    port = _free_port()
     outs = [tmp_path / f"{tag}_{i}.json" for i in range(nproc)]
-    args = [str(workdir), str(steps)]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(port), str(i), str(nproc), *args, str(outs[i])],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(nproc)
-    ]
-    try:
-        logs = [p.communicate(timeout=900) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for i, (p, (out, err)) in enumerate(zip(procs, logs, strict=True)):
-        assert p.returncode == 0, f"process {i}:\n{err[-4000:]}"
-        assert f"DONE {i}" in out
+    launch_processes(
+        script,
+        lambda i: [str(nproc), str(workdir), str(steps), str(outs[i])],
+        nproc=nproc,
+        devices_per_process=devices_per_process,
+        timeout=900,
+    )
     return [json.loads(o.read_text()) for o in outs]
 
 

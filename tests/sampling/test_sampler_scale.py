@@ -64,6 +64,18 @@ def test_chunked_greedy_sampling_equals_one_call(model, ref):  # noqa: F811
     assert_same_rollout(one, chunked)
 
 
+def test_with_model_keeps_the_budget_and_dtype(model):  # noqa: F811
+    """A sampler for another model (LSPO's LoRA copy) splits rows and stores the cache alike."""
+    base = Sampler(model, cache_bytes=8 * ROW_BYTES, batch_multiple=4, cache_dtype="bfloat16")
+    other = base.with_model(model)
+    assert other is not base and other.model is model
+    for attr in ("pad_id", "max_length", "batch_multiple", "mesh", "rules"):
+        assert getattr(other, attr) == getattr(base, attr), attr
+    assert (other.cache_bytes, other.cache_dtype) == (8 * ROW_BYTES, "bfloat16")
+    # A bf16 cache holds twice the f32 rows of the budget: calls of 12 rows, not 8.
+    assert other.rows_per_call(20, SLOTS) == base.rows_per_call(20, SLOTS) == 12
+
+
 def test_chunked_sampling_logps_match_teacher_forcing(model, ref):  # noqa: F811
     params = SamplingParams(temperature=1.0, max_new_tokens=N_NEW, n=2)
     sampler = Sampler(model, cache_bytes=4 * ROW_BYTES, batch_multiple=4)
