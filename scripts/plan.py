@@ -189,11 +189,16 @@ def _fit(r) -> str:
         weights = presets.preset(r["model"]).num_params() * 2 / (1 << 30) / r["mesh"][2]
         per_row = (r["sample_peak_gib"] - weights) / r["sample_rows"]
         rows = int((limit - weights) / per_row) if limit > weights else 0
+        shards = r["mesh"][0] * r["mesh"][1]  # a call's rows split over data x fsdp
+        rows -= rows % shards
         if rows:
             kv = r["kv_cache_gib"] * rows / r["sample_rows"]
             fixes.append(f"sampler: <= ~{rows} rows per call (rollout.cache_gib ~{kv:.0f})")
         else:
-            fixes.append("sampler: the weights copy alone exceeds a chip; use the tensor axis")
+            fixes.append(
+                "sampler: its gathered weights leave no room for one row per chip: "
+                "shard them over the tensor axis (mesh (1, chips/4, 4), rules fsdp_tp)"
+            )
     if r["train_peak_gib"] > limit:
         fixes.append("train: more chips or a shorter N")
     return "yes" if not fixes else "no: " + "; ".join(fixes)
