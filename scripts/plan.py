@@ -63,6 +63,7 @@ def main():
     p.add_argument("--full", action="store_true", help="compile every layer (no extrapolation)")
     p.add_argument("--json", default="", help="also write the plan's numbers here")
     p.add_argument("--all-paper", action="store_true", help="plan every :paper variant")
+    p.add_argument("--only", default="", help="--all-paper: only the plans of these names")
     p.add_argument("--doc", default="docs/tpu_pods.md", help="--all-paper: the doc to update")
     p.add_argument("--table-from", default="", help="rewrite --doc's table from an --all-paper log")
     args = p.parse_args()
@@ -213,6 +214,9 @@ def all_paper(args) -> None:
         groups.setdefault(plan_key(c), []).append(name)
     print(f"{len(configs)} :paper variants, {len(groups)} distinct plans; without: {without}")
     rows, total_cpu = [], 0.0
+    if args.only:
+        only = set(args.only.split(","))
+        groups = {k: v for k, v in groups.items() if only & set(v)}
     for names in sorted(groups.values(), key=len, reverse=True):  # most variants first
         c = configs[names[0]]
         out = Path(f"/tmp/plan_{os.getpid()}.json")

@@ -85,7 +85,8 @@ def _check(name, c):
     cfg = plan.policy_config(c)
     assert cfg == presets.preset(preset)
     chips = paper_scale.chips_for(preset)
-    assert tuple(c.mesh.shape) == (1, chips, 1) and c.train.micro_batch_size == chips
+    shards = c.mesh.shape[0] * c.mesh.shape[1]  # data x fsdp; the rest is tensor
+    assert math.prod(c.mesh.shape) == chips and c.train.micro_batch_size == shards
     assert (c.model.param_dtype, c.model.dtype) == ("float32", "bfloat16")
     assert c.model.scan_layers and c.model.remat == "block" and c.model.attention == "pallas"
     assert c.rollout.max_new_tokens + paper_scale.PROMPT_LEN <= cfg.max_position_embeddings
@@ -140,7 +141,7 @@ def test_papers_models_and_numbers():
     dapo = get("baselines/dapo")
     assert (dapo.rollout.max_new_tokens, dapo.reward.overlong_cache) == (20480, 4096)
     assert (dapo.data.prompts_per_step, dapo.data.group_size, dapo.optimizer.lr) == (512, 16, 1e-6)
-    assert math.prod(dapo.mesh.shape) == 128
+    assert tuple(dapo.mesh.shape) == (1, 32, 4) and dapo.mesh.rules == "fsdp_tp"
     assert get("opsa/opsa").eval.n_samples == 32
     lspo = get("lspo/lspo")
     assert (lspo.train.steps, lspo.task.train_size) == (1000, 103_000)

@@ -24,8 +24,9 @@ on one loaded core. Not remeasured since.
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-32B, N = 20480 with L_cache
 = 4096, B = 512, G = 16, lr 1e-6 after 20 warm-up steps, 16 updates per step,
-ε_low/ε_high 0.2/0.28 (paper-fixed, DAPO §4.1); max_rounds and the slice (128 chips) are
-ours.
+ε_low/ε_high 0.2/0.28 (paper-fixed, DAPO §4.1); max_rounds and the slice are ours: 128
+chips as mesh (1, 32, 4) with rules fsdp_tp (on fsdp alone the sampler's gathered 32B
+weights plan 247 GiB per chip).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
@@ -54,4 +55,8 @@ def get_config(variant: str = ""):
     apply_variant(c, variant, paper=PAPER)
     if variant == "paper":
         c.reward.overlong_cache = 4096  # paper: L_cache
+        # ours: tensor-parallel 4 (a v5p host's chips) so the sampler's gathered 32B bf16
+        # weights (61 GiB per chip on fsdp alone) fit; one micro-batch row per fsdp shard.
+        c.mesh.shape, c.mesh.rules = (1, 32, 4), "fsdp_tp"
+        c.train.micro_batch_size = 32
     return c
