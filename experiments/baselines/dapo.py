@@ -30,6 +30,8 @@ weights plan 247 GiB per chip).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Planned (docs/tpu_pods.md): train step 38.1 GiB, sampler 80.8 GiB per chip: 9 %
+headroom, under the 10 % margin; estimated fix, not planned: rollout.cache_gib <= 37.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

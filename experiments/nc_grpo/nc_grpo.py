@@ -27,6 +27,8 @@ as above; the shared block (ours).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Planned (docs/tpu_pods.md): does NOT fit as configured, sampler 90.0 GiB per chip of
+88.5 (4096 rows per call); estimated fix, not planned: --config.rollout.cache_gib=27.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
