@@ -1,5 +1,5 @@
 """Test doubles shared across the repo: tiny models, toy tokenizers, tiny HF checkpoints,
-a parity verifier for random policies, score contexts for signal tests.
+a parity verifier (and parity tool episodes) for random policies, score contexts for signal tests.
 
 Everything here is small enough for a unit test on CPU (milliseconds to compile
 and run). `make_hf_checkpoint` needs the test-only dependencies torch and
@@ -26,6 +26,7 @@ __all__ = [
     "launch_processes",
     "make_hf_checkpoint",
     "parity_score_rows",
+    "parity_tool_episodes",
     "score_context",
     "tiny_config",
     "toy_tokenizer",
@@ -76,6 +77,41 @@ def parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
     rewards = np.array([sum(ids) % 2 for ids in sampled_R], np.float64)
     texts = [tokenizer.decode(list(ids)) for ids in sampled_R]
     return Verdicts(rewards, rewards > 0, ["parity"] * len(rewards), texts)
+
+
+def parity_tool_episodes(monkeypatch) -> None:
+    """Patches `tasks.tools.ToolEnv.step` for random policies: parity rewards on episodes.
+
+    A random model never answers a tool_lookup episode, so every episode would
+    fail; with this patch an episode, when the environment ends it, gets reward 1
+    (reason CORRECT) when its turns wrote an even number of characters in all,
+    else 0 (reason WRONG_ANSWER). Observations are unchanged, so a replayed
+    episode still sees the same environment.
+
+    Args:
+      monkeypatch: pytest's fixture (the patch is undone with it).
+    """
+    import dataclasses
+    import weakref
+
+    from rlvr_jax.tasks import tools
+    from rlvr_jax.tasks.base import CORRECT, WRONG_ANSWER
+
+    step = tools.ToolEnv.step
+    chars = weakref.WeakKeyDictionary()  # characters written, per environment
+
+    def parity_step(env, turn_text):
+        if env.final is not None:
+            return step(env, turn_text)
+        chars[env] = chars.get(env, 0) + len(turn_text)
+        out = step(env, turn_text)
+        if out.done:
+            ok = chars.pop(env) % 2 == 0
+            info = {**out.info, "reason": CORRECT if ok else WRONG_ANSWER}
+            out = env.final = dataclasses.replace(out, reward=float(ok), info=info)
+        return out
+
+    monkeypatch.setattr(tools.ToolEnv, "step", parity_step)
 
 
 def score_context(model=None, tokenizer=None, task=None, *, chunk: int = 8, reference=False):

@@ -113,13 +113,16 @@ def test_paper_variant_validates_at_paper_scale(name, offline):
         assert c.to_dict() != module.get_config(f"{arm}").to_dict()
 
 
-def test_paper_variants_compose_with_language_and_test_time_training(offline):
+def test_paper_variants_compose_with_language_tools_and_test_time_training(offline):
     c = _module("multilingual/multilingual").get_config("de,paper")
     _check("multilingual/multilingual", c)
     assert json.loads(c.task.options)["language"] == "de"
     c = _module("om_grpo/om_grpo").get_config("paper+ttt")
     _check("om_grpo/om_grpo", c)
     assert c.task.train_split == "test" and c.task.train_size == c.eval.num_problems == 500
+    c = _module("cbpo/cbpo").get_config("tool_lookup,paper")
+    _check("cbpo/cbpo", c)
+    assert c.task.name == "tool_lookup" and c.rollout.max_new_tokens == 1024
 
 
 def test_papers_models_and_numbers():

@@ -45,8 +45,9 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         shrunk=shrunk(
-            extra="The paper's multi-turn tool-integrated branching and search benchmarks "
-            "are not built here (single-turn Countdown)."
+            extra="This page's miniature is single-turn Countdown; branching inside model "
+            "turns of tool episodes (cbpo.py:tool_lookup) is built but not on this page, and "
+            "the paper's search benchmarks are not built."
         ),
         common=COMMON,
         tuning=TUNING,

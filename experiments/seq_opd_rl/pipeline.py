@@ -32,7 +32,14 @@ samples per prompt; step budgets below.
 Command (any arm):
   python -m rlvr_jax.main --config=experiments/seq_opd_rl/pipeline.py:sequential,cpu \
       --workdir=runs/seq_opd_rl/sequential
-Runtime and result of the cpu arms: not measured yet.
+Measured (one run of `sequential,cpu`, 2026-12-03, commit 6b261b5's pipeline code,
+`taskset -c 1` on one core of this 2-core AMD EPYC VM): 5 min 4 s wall, 295 CPU s.
+OPD validation pass@1 (128 problems x 4) at steps 0/4/8/12/16/20: 44.7, 52.0, 53.1,
+55.9, 55.3, 58.8 — never two evaluations without a gain > δ, so the plateau switch did
+not fire and OPD ran its 20-step cap; GRPO then ran 16 steps from its export. Held-out
+test split, 64 problems x 64 samples at T = 1, pass@1: base 44.0 -> opd 59.8 -> rl 55.5
+(pass@64 100 for all three: the k = 1..64 curves in the run's passk.png differ only at
+small k). One seed; the joint and SFT arms were not run, so this is no comparison yet.
 """
 
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config

@@ -106,6 +106,32 @@ def continue_prefixes(ro: Rollout, prefixes: Sequence[Prefix | None] | None) -> 
     return dataclasses.replace(ro, response_mask=resp, logps=logps, entropy=ent)
 
 
+def truncate(ro: Rollout, keep_R, stop_ids) -> Rollout:
+    """Each row's sampled tokens cut to its first keep_R[r] (stopped: it ends with a stop id).
+
+    Cut tokens leave every mask and their log-probs and entropies become 0, so a
+    later `Sampler.continue_rollout` continues after the kept ones.
+    """
+    resp = ro.response_mask.copy()
+    n = np.cumsum(resp, axis=-1)
+    drop = resp & (n > np.asarray(keep_R)[:, None])
+    resp &= ~drop
+    stopped = np.array([
+        bool(resp[r].any()) and int(ro.tokens[r][resp[r]][-1]) in stop_ids
+        for r in range(len(resp))
+    ])  # fmt: skip
+    zero = lambda x: np.where(drop, 0, x)  # noqa: E731
+    return dataclasses.replace(
+        ro,
+        attention_mask=ro.attention_mask & ~drop,
+        response_mask=resp,
+        logps=zero(ro.logps),
+        sampling_logps=zero(ro.sampling_logps),
+        entropy=zero(ro.entropy),
+        stopped=stopped,
+    )
+
+
 def scored_groups(ctx: RolloutContext, ro: Rollout, info=None) -> Groups:
     """Groups of the requested rows from their Rollout (`ro.logps` = μ): verified, shaped.
 

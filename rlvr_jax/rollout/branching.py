@@ -8,22 +8,31 @@ or adjacent tokens); a branch continues from its parent's identical token
 prefix, and the parent with the branches of a node is an exact-prefix group.
 
 Here, per group of n requested rows:
-  1. ⌈roots·n⌉ roots are sampled on the prompt.
-  2. Candidates are the roots' sampled tokens at path positions t ≥ 1 (a
-     branch at t keeps the root's tokens before t and resamples from t); the
-     top `entropy_frac` of the group's candidates by sampling-time entropy H_t
-     are kept (at least one).
+  1. ⌈roots·n⌉ roots are sampled on the prompt: single-turn responses, or whole
+     episodes against `task.env` on a multi-turn task (`run_episodes`, as the
+     "multi_turn" rollout: the task's turn limit, the environment's reward).
+  2. Candidates are the roots' sampled tokens at path positions t ≥ 1, where
+     t counts the tokens the policy sampled along the path (an episode's tool
+     results are not candidates and take no position); the top `entropy_frac`
+     of the group's candidates by sampling-time entropy H_t are kept (at least one).
   3. The branch budget, min(n − roots, max_branches) rows (max_branches = 0:
      no cap beyond n − roots), buys ⌊budget / width⌋ nodes of `width` branches
      each, chosen greedily by score H_t · α^{k_r} · Π_{t' chosen on r}
      (1 − β^{|t − t'|}): α = path_decay per node root r already has, β =
      node_decay towards its nodes (a chosen position scores 0). Rows the nodes
      do not use are sampled as more roots, so every group has n rows.
-  4. Branches are sampled in one call with the root's tokens before t as a
-     forced prefix (the sampler's `prefixes=`): the copy is context (never in
-     the response mask, its log-probs stay the parent's), and the continuation
-     is cut at L_max − t tokens so no path is longer than a root may be.
-Every row is verified on its whole path (prefix copy + continuation).
+  4. Branches are sampled in one pass (`resume_at`): a branch at t is forced
+     the root's exact path before its t-th sampled token (in an episode: the
+     earlier turns, the tool results between them and the start of the model
+     turn holding t) with the sampler's `prefixes=`; the copy is context
+     (never in the branch's response mask: the parent alone trains it). The
+     branch then samples from t, and its sampled part is cut so the turn
+     holding t is at most max_new_tokens long (single-turn: no path is longer
+     than a root may be). An episode's branch replays the root's finished turns
+     into a fresh environment (which must answer with the same tool results)
+     and continues with tool calls until the environment ends it.
+A single-turn row is verified on its whole path (copy + continuation); an
+episode's reward is its environment's (rows report turns_B as "multi_turn").
 
 Rows report the tree: branch_id_B (row index within its group, in request
 order), branch_parent_B (the parent's id, −1 for a root), branch_pos_B (path
@@ -33,9 +42,11 @@ each root; NaN on branch rows) and node_cbv_B (the reward spread of the node a
 branch row came from, population std over parent + branches; NaN on roots) and
 node_contrast_B (1 where that group's rewards differ, CBV > 0; NaN on roots).
 The score signal "branch_tree" turns the tree into the credit layout of the
-"cbpo" transform. Ours: roots ¼ (G = 8: 2 roots, 3 nodes of 2 branches),
-entropy_frac 0.2, width 2, α = β = ½, one
-level of branching (branches are not branched again), single-turn tasks only.
+"cbpo" transform (path positions count sampled tokens, so tool results are
+never credited). Ours: roots ¼ (G = 8: 2 roots, 3 nodes of 2 branches),
+entropy_frac 0.2, width 2, α = β = ½, one level of branching (branches are not
+branched again), episodes branched only on deterministic environments (a
+replay that differs raises).
 """
 
 from __future__ import annotations
@@ -46,9 +57,11 @@ import math
 import jax
 import numpy as np
 
-from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext, verified
+from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext, truncate, verified
 from rlvr_jax.rollout.groups import Groups, stack_rows
+from rlvr_jax.rollout.multiturn import Resume, run_episodes
 from rlvr_jax.sampling import Rollout
+from rlvr_jax.tasks.base import CORRECT
 from rlvr_jax.tokenizers import encode_prompt
 
 # The tree every branched row reports (Groups.info), read by the score signal "branch_tree".
@@ -97,35 +110,57 @@ def choose_nodes(
     return nodes
 
 
-def _cut(ro: Rollout, keep_R: np.ndarray, stop_ids) -> Rollout:
-    """Each row's sampled tokens cut to its first keep_R[r] (stopped: it ends with a stop id)."""
-    resp = ro.response_mask.copy()
-    n = np.cumsum(resp, axis=-1)
-    drop = resp & (n > np.asarray(keep_R)[:, None])
-    resp &= ~drop
-    stopped = np.array([
-        bool(resp[r].any()) and int(ro.tokens[r][resp[r]][-1]) in stop_ids
-        for r in range(len(resp))
-    ])  # fmt: skip
-    zero = lambda x: np.where(drop, 0, x)  # noqa: E731
-    return dataclasses.replace(
-        ro,
-        attention_mask=ro.attention_mask & ~drop,
-        response_mask=resp,
-        logps=zero(ro.logps),
-        sampling_logps=zero(ro.sampling_logps),
-        entropy=zero(ro.entropy),
-        stopped=stopped,
-    )
+def resume_at(ro: Rollout, r: int, p: int, turns=(), observations=()) -> Resume:
+    """Where a branch at row r's p-th sampled token resumes: the exact path before that token.
+
+    The path is everything after the prompt (sampled turns and, in an episode,
+    the observations between them); the branch copies it up to the p-th sampled
+    token, so a branch point is always inside a model turn. The finished turns
+    before it (`turns`, `observations`: the root episode's) replay the environment.
+    """
+    after = ro.attention_mask[r] & ~ro.prompt_mask[r]
+    path, sampled = ro.tokens[r][after], ro.response_mask[r][after]
+    at = int(np.flatnonzero(sampled)[p])
+    starts = np.flatnonzero(sampled & ~np.concatenate([[False], sampled[:-1]]))
+    k = int(np.searchsorted(starts, at, side="right")) - 1  # the turn holding the point
+    return Resume(path[:at].tolist(), list(turns[:k]), list(observations[:k]), int(starts[k]))
 
 
-def _rows(ro: Rollout) -> list[dict]:
+def _rows(ro: Rollout, **verdict) -> list[dict]:
     fields = dict(tokens=ro.tokens, attention_mask=ro.attention_mask, prompt_mask=ro.prompt_mask)
     fields.update(response_mask=ro.response_mask, behaviour_logps=ro.logps, entropy=ro.entropy)
-    return [
-        {**{k: v[r] for k, v in fields.items()}, "stopped": bool(ro.stopped[r]), "info": {}}
-        for r in range(len(ro.tokens))
-    ]
+    out = []
+    for r in range(len(ro.tokens)):
+        row = {k: v[r] for k, v in fields.items()}
+        row.update({k: v[r] for k, v in verdict.items()}, stopped=bool(ro.stopped[r]), info={})
+        out.append(row)
+    return out
+
+
+def _play(ctx: RolloutContext, problems, resume, key, turns: int):
+    """(Rollout, row dicts) of one sampler pass: rows resume at `resume` (None: fresh).
+
+    Single-turn: one response per row, its sampled part cut so the path holds at
+    most max_new_tokens (verified later on the whole path). Episodes (turns > 0):
+    `run_episodes`, whose rewards are the environment's.
+    """
+    params = ctx.params()
+    if turns:
+        ep = run_episodes(ctx.sampler, ctx.tokenizer, problems, ctx.task.env, params, key,
+                          max_turns=turns, resume=resume)  # fmt: skip
+        reasons = [x.info["reason"] for x in ep.results]
+        rows = _rows(ep.rollout, reward=ep.rewards, correct=[x == CORRECT for x in reasons],
+                     reason=reasons)  # fmt: skip
+        for row, n in zip(rows, ep.num_turns, strict=True):
+            row["info"]["turns_B"] = n
+        return ep.rollout, rows, ep.turns, ep.observations
+    prompts = [encode_prompt(ctx.tokenizer, x.prompt) for x in problems]
+    forced = None if resume is None else [list(x.tokens) if x else [] for x in resume]
+    ro = ctx.sampler.sample(prompts, params, key, prefixes=forced)
+    if forced is not None:
+        keep = params.max_new_tokens - np.array([len(f) for f in forced])
+        ro = truncate(ro, keep, set(ctx.tokenizer.stop_ids))
+    return ro, _rows(ro), None, None
 
 
 @ROLLOUTS.register(
@@ -144,27 +179,26 @@ def branching(
     req = ctx.request
     if req.prefixes is not None:
         raise ValueError("config.rollout.name = 'branching' cannot continue prefixes (PAIR)")
-    if ctx.task.episode_turns():
+    turns = ctx.task.episode_turns()
+    if turns and ctx.overlong_cache:
         raise ValueError(
-            f"config.rollout.name = 'branching' branches single-turn responses; task "
-            f"{ctx.task.name!r} is multi-turn (branching inside a model turn is not built)"
+            "config.reward.overlong_cache penalises one response's length; with "
+            f"config.rollout.name = 'branching' on the multi-turn task {ctx.task.name!r} set it "
+            "to 0"
         )
-    params = ctx.params()
-    l_max = params.max_new_tokens
-    prompts = [encode_prompt(ctx.tokenizer, p.prompt) for p in req.problems]
     counts = [int(n) for n in req.counts]
     n_roots = [min(n, max(1, math.ceil(roots * n))) for n in counts]
     root_g = np.repeat(np.arange(len(counts)), n_roots)
     k_root, k_branch = jax.random.split(ctx.key)
-    ro = ctx.sampler.sample([prompts[g] for g in root_g], params, k_root)
+    problems = list(req.problems)
+    ro, rows_out, ep_turns, ep_obs = _play(ctx, [problems[g] for g in root_g], None, k_root, turns)
+    # Candidates: per root, its sampled tokens' entropies in path order (never an observation).
     lengths = ro.response_mask.sum(-1)
-    # Per root: its sampled tokens, their log-probs and entropies, in path order.
-    sampled = [ro.tokens[r][ro.response_mask[r]] for r in range(len(root_g))]
-    ent = np.zeros((len(root_g), l_max))
+    ent = np.zeros((len(root_g), max(int(lengths.max()), 1)))
     for r in range(len(root_g)):
         ent[r, : lengths[r]] = ro.entropy[r][ro.response_mask[r]]
-    # The second call: per group, the branch rows of its nodes, then the extra roots.
-    second, parent, pos = [], [], []  # per second-call row: group, root row, branch point
+    # The second pass: per group, the branch rows of its nodes, then the extra roots.
+    second, parent, pos = [], [], []  # per second-pass row: group, root row, branch point
     first = np.cumsum([0, *n_roots])
     for g, n in enumerate(counts):
         budget = n - n_roots[g]
@@ -184,15 +218,14 @@ def branching(
                 second.append(g), parent.append(int(rows[r])), pos.append(p)
         for _ in range(n - n_roots[g] - len(nodes) * int(width)):
             second.append(g), parent.append(-1), pos.append(0)
-    rows_out = _rows(ro)
     if second:
-        prefixes = [
-            sampled[a][:p].tolist() if a >= 0 else [] for a, p in zip(parent, pos, strict=True)
+        resume = [
+            resume_at(ro, a, p, *((ep_turns[a], ep_obs[a]) if turns else ())) if a >= 0 else None
+            for a, p in zip(parent, pos, strict=True)
         ]
-        ro2 = ctx.sampler.sample([prompts[g] for g in second], params, k_branch, prefixes=prefixes)
-        rows_out += _rows(_cut(ro2, l_max - np.asarray(pos), set(ctx.tokenizer.stop_ids)))
+        rows_out += _play(ctx, [problems[g] for g in second], resume, k_branch, turns)[1]
     # Request order: each group's roots, then its branch rows and extra roots; ids per group.
-    order, info = [], {k: [] for k in ("branch_id_B", "branch_parent_B", "branch_pos_B")}
+    order, info = [], {k: [] for k in TREE_FIELDS}
     second = np.asarray(second, int)
     for g in range(len(counts)):
         mine = [int(r) for r in range(first[g], first[g + 1])]
@@ -207,10 +240,11 @@ def branching(
             info["branch_pos_B"].append(pos[j] if j >= 0 else 0)
     info = {k: np.asarray(v, np.int32) for k, v in info.items()}
     valid = np.ones(len(order), bool)
-    groups = stack_rows([rows_out[r] for r in order], req.group_R, valid, list(req.problems))
-    groups = verified(ctx, groups)
+    groups = stack_rows([rows_out[r] for r in order], req.group_R, valid, problems)
+    if not turns:  # an episode's reward is its environment's
+        groups = verified(ctx, groups)
     tree = (info["branch_parent_B"], info["branch_pos_B"])
-    info.update(tree_stats(groups.group, groups.rewards, *tree))
+    info.update(groups.info, **tree_stats(groups.group, groups.rewards, *tree))
     info["branched_B"] = info["branch_parent_B"] >= 0
     return dataclasses.replace(groups, info=info)
 

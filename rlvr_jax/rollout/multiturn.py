@@ -33,7 +33,7 @@ import jax
 import numpy as np
 
 from rlvr_jax import distributed
-from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext
+from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext, truncate
 from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.sampling import Rollout, Sampler, SamplingParams
 from rlvr_jax.tasks.base import CORRECT, MALFORMED, Problem
@@ -108,6 +108,28 @@ class _CutResult:
     info: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """Where a row's episode resumes (a CBPO branch inside a model turn of another episode).
+
+    Attributes:
+      tokens: the forced tokens after the prompt: earlier turns and their
+        observations, then the start of the unfinished turn (context: never in
+        `response_mask`).
+      turns: the texts of the finished model turns in `tokens`, replayed into a
+        fresh environment (which must answer them with `observations` again).
+      observations: the observation text after each of `turns`.
+      turn_start: index in `tokens` where the unfinished turn begins; the turn's
+        text is `tokens[turn_start:]` and what the row samples next, and its
+        sampled part is cut so the turn holds at most `max_new_tokens` tokens.
+    """
+
+    tokens: Sequence[int]
+    turns: Sequence[str]
+    observations: Sequence[str]
+    turn_start: int
+
+
 def run_episodes(
     sampler: Sampler,
     tokenizer: Tokenizer,
@@ -118,6 +140,7 @@ def run_episodes(
     *,
     max_turns: int,
     state=None,
+    resume: Sequence[Resume | None] | None = None,
 ) -> Episodes:
     """Runs `params.n` episodes per problem to completion, all rows batched per turn.
 
@@ -133,6 +156,8 @@ def run_episodes(
         (reward 0, reason MALFORMED). For ToolEnv, `task.max_turns + 1` lets the
         environment end every episode itself.
       state: model state to sample with (default: the sampler's model).
+      resume: optional, per row (len(problems) * n): a Resume to continue from
+        (its finished turns count towards max_turns) or None (a fresh episode).
     Returns:
       Episodes.
     """
@@ -142,28 +167,45 @@ def run_episodes(
         params = dataclasses.replace(params, stop_token_ids=tuple(tokenizer.stop_ids))
     stop_ids = params.stop_token_ids
     prompts = [tokenizer.encode_chat([{"role": "user", "content": p.prompt}]) for p in problems]
-    rollout = sampler.sample(prompts, params, jax.random.fold_in(key, 0), state=state)
-    rows = rollout.tokens.shape[0]
+    rows = len(prompts) * params.n
+    resume = [None] * rows if resume is None else list(resume)
+    if len(resume) != rows:
+        raise ValueError(f"{len(resume)} resume entries for {rows} rows (problems x n)")
+    resumed = any(r is not None for r in resume)
+    forced = [list(r.tokens) if r is not None else [] for r in resume]
+    k0 = jax.random.fold_in(key, 0)
+    rollout = sampler.sample(prompts, params, k0, state=state, prefixes=forced if resumed else None)
+    # Per row, where its current turn begins among the tokens after the prompt.
+    start = np.array([r.turn_start if r is not None else 0 for r in resume], np.int64)
+    if resumed:  # a resumed turn keeps at most max_new_tokens
+        held = np.array([len(f) for f in forced]) - start
+        if (held < 0).any() or (held >= params.max_new_tokens).any():
+            raise ValueError("a Resume's unfinished turn must hold 0..max_new_tokens-1 tokens")
+        rollout = truncate(rollout, params.max_new_tokens - held, stop_ids)
     envs = [env_factory(problems[g]) for g in rollout.group]
     turns: list[list[str]] = [[] for _ in range(rows)]
     observations: list[list[str]] = [[] for _ in range(rows)]
+    for b, r in enumerate(resume):
+        if r is not None:
+            _replay(envs[b], r, b)
+            turns[b], observations[b] = list(r.turns), list(r.observations)
     results: list[Any] = [None] * rows
-    # Per row, how many sampled tokens earlier turns hold: the new turn follows them.
-    seen = np.zeros(rows, np.int64)
-    active = np.ones(rows, bool)
+    active = np.array([len(t) < max_turns for t in turns])
+    if not active.all():
+        raise ValueError(f"a Resume holds max_turns={max_turns} finished turns already")
     for t in range(max_turns):
         obs_ids: list[list[int] | None] = [None] * rows
         for b in np.flatnonzero(active):
-            sampled = rollout.sampled_tokens(b)
-            text = tokenizer.decode(cut_at_stop(sampled[seen[b] :], stop_ids))
-            seen[b] = len(sampled)
+            after = rollout.response_tokens(b)
+            text = tokenizer.decode(cut_at_stop(after[start[b] :], stop_ids))
             turns[b].append(text)
             result = envs[b].step(text)
             if result.done:
                 results[b], active[b] = result, False
-            elif t + 1 < max_turns:
+            elif len(turns[b]) < max_turns:
                 observations[b].append(result.observation)
                 obs_ids[b] = observation_ids(tokenizer, result.observation)
+                start[b] = len(after) + len(obs_ids[b])
             else:  # out of turns: the environment has not ended the episode
                 info = {"reason": MALFORMED, "detail": f"cut after {max_turns} turns"}
                 results[b], active[b] = _CutResult(None, True, 0.0, info), False
@@ -183,6 +225,17 @@ def run_episodes(
         done=done,
         problem_index=np.asarray(rollout.group, np.int32),
     )
+
+
+def _replay(env: Env, resume: Resume, row: int) -> None:
+    """Steps a fresh environment through a Resume's finished turns, checking each answer."""
+    for u, (text, want) in enumerate(zip(resume.turns, resume.observations, strict=True)):
+        got = env.step(text)
+        if got.done or got.observation != want:
+            raise ValueError(
+                f"row {row}: replaying turn {u} gave {'the end' if got.done else got.observation!r}"
+                f" instead of {want!r}; only a deterministic environment can be resumed"
+            )
 
 
 @ROLLOUTS.register("multi_turn", max_turns=0)

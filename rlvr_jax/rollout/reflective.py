@@ -17,7 +17,8 @@ snapshot: the rollout never takes gradients), in two sampler calls:
   2. one guidance text per group with both successes and failures, at most
      `guidance_tokens` tokens, on `guide_template` ({prompt}, {successes},
      {failures}: the reflections, one "- " line each). Groups whose rows all
-     agree have no contrast (and a zero GRPO advantage): no guidance.
+     agree have no contrast (and a zero GRPO advantage): no guidance; nor
+     does a group whose guidance generation is empty (it stops at once).
 The rows are the trajectories alone (reflections and guidance are never
 trained on). Each row carries its group's guidance as token ids,
 `guidance_ids_BxN` (N = guidance_tokens, −1 padding; all −1: none), and reports
@@ -121,10 +122,13 @@ def reflective(
     ids = np.full((len(groups.group), int(guidance_tokens)), -1, np.int32)
     guidance_len = np.full(len(groups.group), np.nan, np.float32)
     for g, text_ids in zip(mixed, guidance, strict=True):
+        if not text_ids:  # an empty generation: no guidance (as its rows' ids cannot say "")
+            continue
         rows = groups.group == g
         ids[rows, : len(text_ids)] = text_ids
         guidance_len[rows] = len(text_ids)
-    for g, text_ids in list(zip(mixed, guidance, strict=True))[: int(log_examples)]:
+    logged = [(g, x) for g, x in zip(mixed, guidance, strict=True) if x]
+    for g, text_ids in logged[: int(log_examples)]:
         rows = np.flatnonzero(groups.group == g)
         log.info(
             "GRSD group %d reflections:\n%s\nguidance: %s",

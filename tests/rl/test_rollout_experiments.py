@@ -14,7 +14,7 @@ from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import validate
 from rlvr_jax.rollout import score
 from rlvr_jax.rollout.score import Verdicts
-from rlvr_jax.testing import parity_score_rows
+from rlvr_jax.testing import parity_score_rows, parity_tool_episodes
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 ROLLOUTS = {
@@ -22,7 +22,7 @@ ROLLOUTS = {
     "lspo/lspo": ("lora_scaffold", ("", "arithmetic", "pulse")),
     "nc_grpo/nc_grpo": ("latent_noise", ("", "arithmetic", "pulse")),
     "agentic/tool_lookup": ("multi_turn", ("", "pulse")),
-    "cbpo/cbpo": ("branching", ("", "arithmetic", "pulse")),
+    "cbpo/cbpo": ("branching", ("", "arithmetic", "pulse", "tool_lookup", "tool_lookup,pulse")),
     "grsd/grsd": ("reflective", ("", "arithmetic", "countdown", "pulse")),
 }
 # Rollouts that sample from another context or weights than π_old (the trainer re-scores).
@@ -59,6 +59,12 @@ def _grpo(b):
     return np.asarray(adv)
 
 
+def _path(groups, r):
+    """(tokens after the prompt, which of them the policy sampled) of row r."""
+    after = groups.attention_mask[r] & ~groups.prompt_mask[r]
+    return groups.tokens[r][after], groups.response_mask[r][after]
+
+
 def _lines(workdir):
     lines = [json.loads(x) for x in (Path(workdir) / "metrics.jsonl").read_text().splitlines()]
     return [x for x in lines if x["split"] == "train"]
@@ -80,28 +86,38 @@ def _cliffs_then_parity(monkeypatch):
     monkeypatch.setattr(score, "score_rows", score_rows)
 
 
+PULSES = [(n, "pulse", "grpo") for n in sorted(ROLLOUTS)]
+PULSES += [("agentic/tool_lookup", "pulse", "gae"), ("cbpo/cbpo", "tool_lookup,pulse", "grpo")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name, credit", [(n, "grpo") for n in sorted(ROLLOUTS)] + [("agentic/tool_lookup", "gae")]
-)
-def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_path, monkeypatch):
+@pytest.mark.parametrize("name, variant, credit", PULSES)
+def test_rollout_experiment_pulse_logs_its_defining_quantity(
+    name, variant, credit, tmp_path, monkeypatch
+):
     """(Episodes with PPO's critic and GAE too: GAE skips the environment-token gaps.)"""
     rollout, _ = ROLLOUTS[name]
     if rollout == "lora_scaffold":
         _cliffs_then_parity(monkeypatch)
     else:
         monkeypatch.setattr(score, "score_rows", parity_score_rows)
-    c = load(name, "pulse")
+        parity_tool_episodes(monkeypatch)  # tool episodes: parity rewards too
+    c = load(name, variant)
     c.eval.at_start = False
-    batches = []
-    original = trainer_lib.Trainer.credit
+    batches, rollouts = [], []
+    original, original_rollout = trainer_lib.Trainer.credit, trainer_lib.Trainer.rollout
 
     def keep_batch(self, batch, step, num_groups):
         b = original(self, batch, step, num_groups)
         batches.append({k: np.asarray(b[k]) for k in b.names()})
         return b
 
+    def keep_rollout(self, request, key):
+        rollouts.append(original_rollout(self, request, key))
+        return rollouts[-1]
+
     monkeypatch.setattr(trainer_lib.Trainer, "credit", keep_batch)
+    monkeypatch.setattr(trainer_lib.Trainer, "rollout", keep_rollout)
     if credit == "gae":
         c.credit.name, c.critic.enabled = "gae", True
     trainer = trainer_lib.Trainer(c, tmp_path)
@@ -136,6 +152,21 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(name, credit, tmp_p
             tree = b["branch_parent_B"] >= 0
             assert (b["branch_offset_B"][tree] >= 1).all() and b["branch_shared_BxB"].any()
             assert (b["branch_pos_K"] >= 0).sum() == 3 * c.data.prompts_per_step
+    if rollout == "branching" and "tool_lookup" in variant:  # branches inside model turns
+        after_tool = 0
+        for g in rollouts:
+            assert (g.info["turns_B"] >= 1).all() and (g.info["turns_B"] > 1).any()
+            first = {int(x): int(np.flatnonzero(g.group == x)[0]) for x in np.unique(g.group)}
+            for r in np.flatnonzero(g.info["branch_parent_B"] >= 0):
+                a = first[int(g.group[r])] + int(g.info["branch_parent_B"][r])
+                path, sampled = _path(g, r)
+                parent_path, parent_sampled = _path(g, a)
+                at = int(np.flatnonzero(parent_sampled)[g.info["branch_pos_B"][r]])
+                assert parent_sampled[at] and sampled[at]  # a sampled token, never a tool's
+                np.testing.assert_array_equal(path[:at], parent_path[:at])  # the exact path
+                assert not sampled[:at].any()  # the copy is context
+                after_tool += bool((~parent_sampled[:at]).any())
+        assert after_tool > 0  # some branches resumed after a tool result
     if rollout == "reflective":  # reflections written, guidance moves ℓ^T and the credit
         assert all(x["rollout/reflection_len"] >= 1 for x in train)
         assert any(x["grsd/guided_rows"] > 0 and x["grsd/abs_shift"] > 1e-4 for x in train)

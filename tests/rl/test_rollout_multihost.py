@@ -19,6 +19,7 @@ _CHILD = textwrap.dedent(
     import importlib.util, sys
     from rlvr_jax import distributed
     port, pid, workdir, name = sys.argv[1:]
+    name, _, variant = name.partition(":")
     assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
@@ -28,7 +29,7 @@ _CHILD = textwrap.dedent(
     spec = importlib.util.spec_from_file_location("exp", f"experiments/{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    c = module.get_config("pulse")
+    c = module.get_config(variant or "pulse")
     c.mesh.shape = (1, -1, 1)
     c.eval.at_start = False
     c.checkpoint.export_final = False
@@ -54,7 +55,14 @@ def test_per_host_rollouts_refuse_several_processes(name, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["oc_grpo/oc_grpo", "nc_grpo/nc_grpo", "agentic/tool_lookup", "cbpo/cbpo"]
+    "name",
+    [
+        "oc_grpo/oc_grpo",
+        "nc_grpo/nc_grpo",
+        "agentic/tool_lookup",
+        "cbpo/cbpo",
+        "cbpo/cbpo:tool_lookup,pulse",  # branches resume episodes on each host
+    ],
 )
 def test_rollout_runs_in_two_processes(name, tmp_path):
     script = tmp_path / "child.py"

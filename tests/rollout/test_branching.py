@@ -164,13 +164,13 @@ def test_choose_nodes_screens_by_entropy_and_decays_along_paths_and_positions():
     assert sorted(got) == [(0, 1), (0, 2)]
 
 
-def test_branching_refuses_prefixes_and_multi_turn_tasks(policy):
+def test_branching_refuses_prefixes(policy):
     import dataclasses
 
     ctx = _ctx(policy, [2])
     bad = dataclasses.replace(ctx, request=dataclasses.replace(ctx.request, prefixes=[None] * 2))
     with pytest.raises(ValueError, match="'branching' cannot continue prefixes"):
         ROLLOUTS.get("branching").fn(bad, **HP)
-    agent = dataclasses.replace(ctx, task=tasks.get("tool_lookup"))
-    with pytest.raises(ValueError, match="multi-turn"):
-        ROLLOUTS.get("branching").fn(agent, **HP)
+    overlong = dataclasses.replace(ctx, task=tasks.get("tool_lookup"), overlong_cache=4)
+    with pytest.raises(ValueError, match="overlong_cache"):  # one response's length: no episodes
+        ROLLOUTS.get("branching").fn(overlong, **HP)
