@@ -39,6 +39,8 @@ from flax import nnx
 from rlvr_jax import sharding
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.transformer import KVCache, Transformer
+from rlvr_jax.rl import batch as batch_lib
+from rlvr_jax.rl import objectives
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.rl.update import RLState, make_update
 from rlvr_jax.sampling.generate import MAX_STOP_IDS, cache_slots
@@ -193,7 +195,24 @@ def _abstract_state(config, optimizer, mesh, rules):
     return graphdef, state, rest, sharding.rl_state_shardings(state, mesh, rules)
 
 
-def _compile_train(config, optimizer, spec, mesh, rules, rows, length):
+def _loss_inputs(spec, config, rows, length, topk, make):
+    """Abstract [1, rows, ...] inputs of the batch fields the loss reads beyond the standard
+    ones (teacher hidden states at the policy's width, top-k teacher log-probs/ids, ...)."""
+    dims = {"B": (), "BxT": (length,), "BxTxD": (length, config.hidden_size)}
+    dims["BxTxK"] = (length, topk)
+    out = {}
+    for field in objectives.POLICY_LOSSES.get(spec.name).requires:
+        if field in batch_lib.UPDATE_FIELDS:  # the update computes these itself
+            continue
+        suffix = field.rsplit("_", 1)[1]
+        if suffix not in dims:
+            raise ValueError(f"memory plan: loss {spec.name!r} reads {field!r} (unknown shape)")
+        dtype = jnp.bool_ if field == "correct_B" else jnp.int32 if "_ids_" in field else None
+        out[field] = make((1, rows, *dims[suffix]), dtype or jnp.float32)
+    return out
+
+
+def _compile_train(config, optimizer, spec, mesh, rules, rows, length, topk=16):
     graphdef, state, rest, state_sh = _abstract_state(config, optimizer, mesh, rules)
     update = make_update(
         graphdef, optimizer, spec, constant=float(rows * length), mesh=mesh, rules=rules
@@ -211,6 +230,12 @@ def _compile_train(config, optimizer, spec, mesh, rules, rows, length):
         mb["ref_logps_BxT"] = bxt(jnp.float32)
     if spec.tis_cap:
         mb["behaviour_logps_BxT"] = bxt(jnp.float32)
+    make = lambda shape, dt: jax.ShapeDtypeStruct(shape, dt, sharding=rows_sh)  # noqa: E731
+    for field, value in _loss_inputs(spec, config, rows, length, topk, make).items():
+        mb.setdefault(field, value)
+    mb = batch_lib.Batch(
+        **{f: mb.pop(f, None) for f in batch_lib.FIELDS}, extra=mb
+    )  # the update reads a Batch, as the trainer passes it
     rest_sh = sharding.tree_shardings(rest, mesh, rules, strict=False)
     args = (_with_shardings(state, state_sh), _with_shardings(rest, rest_sh), None, mb)
     return update.jitted(state, rest, None).lower(*args).compile()
@@ -260,6 +285,7 @@ def memory_plan(
     layers: tuple[int, int] | None = (2, 4),
     cache_dtype: str | None = None,
     sample_calls: int = 1,
+    topk: int = 16,
 ) -> Plan:
     """Compiles the train step and the sampler for `mesh` on abstract shapes; per-device bytes.
 
@@ -275,6 +301,7 @@ def memory_plan(
       cache_dtype: the sampler's KV cache dtype (None: the compute dtype).
       sample_calls: how many sampler calls of `sample_rows` one rollout batch takes
         (reported only).
+      topk: K of a top-k distillation loss's teacher inputs (opd_topk_kl).
     Returns:
       A Plan (print `plan.format()`).
     """
@@ -291,7 +318,9 @@ def memory_plan(
 
     def programs(depth):
         cfg = config.replace(num_layers=depth)
-        train = Memory.of(_compile_train(cfg, optimizer, spec, mesh, rules, train_rows, length))
+        train = Memory.of(
+            _compile_train(cfg, optimizer, spec, mesh, rules, train_rows, length, topk)
+        )
         sample = Memory.of(
             _compile_sample(cfg, mesh, rules, sample_rows, prompt_len, max_new_tokens, cache_dtype)
         )
@@ -443,4 +472,5 @@ def plan_from_config(
         layers=layers,
         cache_dtype=cache_dtype,
         sample_calls=calls,
+        topk=c.score.teacher_topk.k,
     )

@@ -1,24 +1,53 @@
 """Ahead-of-time memory plan of a run config on N (fake CPU) devices; nothing is allocated.
 
   python scripts/plan.py --config experiments/paper_scale/qwen3_8b_grpo.py --mesh 1,64,1 \
-      [--rules fsdp] [--devices 64] [--param-dtype bfloat16 --dtype bfloat16] [--full]
+      [--rules fsdp] [--devices 64] [--param-dtype bfloat16 --dtype bfloat16] [--full] \
+      [--json out.json]
+  python scripts/plan.py --all-paper [--doc docs/tpu_pods.md] > all_paper.log
+  python scripts/plan.py --table-from all_paper.log   # rewrite the table from a log
 
 Compiles the train step (one micro-batch) and the sampler for the mesh and prints
 per-device bytes (see rlvr_jax/plan.py). By default the programs are compiled at
 2 and 4 layers and XLA's numbers are extrapolated linearly to the full depth
 (`--full` compiles every layer: slow on a small CPU).
+
+`--all-paper` plans the `:paper` variant of every experiment file: variants whose
+programs need the same memory (model, mesh, batch and length, per-token loss inputs,
+optimizer; `plan_key`) share one plan, compiled for the first of them in its own
+process (the fake device count is fixed when JAX starts); the table (per-chip GiB
+against a v5p chip, headroom, fits or what would make it fit) replaces the block
+between the PAPER_BEGIN/PAPER_END markers of `--doc`.
 """
 
 import argparse
 import importlib.util
+import json
 import math
 import os
+import resource
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER_BEGIN, PAPER_END = "<!-- plan.py --all-paper: begin -->", "<!-- plan.py --all-paper: end -->"
+V5P_GIB = 95e9 / (1 << 30)  # HBM of a v5p chip
+MARGIN = 0.10  # "fits": both programs leave at least this share of the HBM free
+
+
+def load_config(spec: str):
+    """`file.py[:variant]` -> the experiment's config."""
+    path, _, variant = spec.partition(":")
+    module_spec = importlib.util.spec_from_file_location("experiment_config", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)  # imports jax, but its CPU backend starts only later
+    return module.get_config(variant)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", required=True, help="experiment file, optionally file.py:variant")
+    p.add_argument("--config", default="", help="experiment file, optionally file.py:variant")
     p.add_argument("--mesh", default="", help="data,fsdp,tensor (default: config.mesh.shape)")
     p.add_argument("--rules", default="", help="sharding preset (default: config.mesh.rules)")
     p.add_argument("--devices", type=int, default=0, help="fake devices (default: the mesh's)")
@@ -32,13 +61,22 @@ def main():
     )
     p.add_argument("--layers", default="2,4", help="two depths to extrapolate from")
     p.add_argument("--full", action="store_true", help="compile every layer (no extrapolation)")
+    p.add_argument("--json", default="", help="also write the plan's numbers here")
+    p.add_argument("--all-paper", action="store_true", help="plan every :paper variant")
+    p.add_argument("--only", default="", help="--all-paper: only the plans of these names")
+    p.add_argument("--doc", default="docs/tpu_pods.md", help="--all-paper: the doc to update")
+    p.add_argument("--table-from", default="", help="rewrite --doc's table from an --all-paper log")
     args = p.parse_args()
+    if args.table_from:
+        lines = Path(args.table_from).read_text().splitlines()
+        rows = [json.loads(x) for x in lines if x.startswith("{")]
+        return _write(rows, sum(r["cpu_s"] for r in rows), args, pending=0)
+    if args.all_paper:
+        return all_paper(args)
+    if not args.config:
+        p.error("--config is required (or --all-paper)")
 
-    path, _, variant = args.config.partition(":")
-    spec = importlib.util.spec_from_file_location("experiment_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # imports jax, but its CPU backend starts only later
-    config = module.get_config(variant)
+    config = load_config(args.config)
     shape = tuple(int(s) for s in args.mesh.split(",")) if args.mesh else tuple(config.mesh.shape)
     devices = args.devices or (math.prod(shape) if -1 not in shape else 0)
     if not devices:
@@ -67,6 +105,181 @@ def main():
     )
     print(result.format())
     print(f"(planned in {time.time() - start:.0f} s on {devices} fake CPU devices)")
+    if args.json:
+        gib = 1 << 30
+        Path(args.json).write_text(
+            json.dumps(
+                dict(
+                    devices=devices,
+                    mesh=list(result.mesh_shape),
+                    layers=list(result.compiled_layers),
+                    num_layers=result.model.num_layers,
+                    train_rows=result.train_rows,
+                    train_length=result.train_length,
+                    train_peak_gib=result.train.peak / gib,
+                    sample_rows=result.sample_rows,
+                    sample_calls=result.sample_calls,
+                    sample_peak_gib=result.sample.peak / gib,
+                    kv_cache_gib=result.kv_cache_bytes / gib,
+                )
+            )
+        )
+
+
+def paper_configs():
+    """{experiment name: its :paper config} for every file with a `paper` variant, and
+    the names of the files without one (their get_config('paper') raises ValueError)."""
+    found, without = {}, []
+    for path in sorted(ROOT.glob("experiments/*/*.py")):
+        name = f"{path.parent.name}/{path.stem}"
+        if path.stem == "repro" or "def get_config" not in path.read_text():
+            continue
+        try:
+            found[name] = load_config(f"{path}:paper")
+        except ValueError:
+            without.append(name)
+    return found, without
+
+
+def plan_key(c) -> str:
+    """What the planned programs depend on: variants with equal keys share a plan."""
+    from rlvr_jax import plan
+
+    return json.dumps(
+        dict(
+            model=repr(plan.policy_config(c)),
+            execution=[c.model[k] for k in ("param_dtype", "dtype", "attention", "remat")]
+            + [c.model.attention_block, c.model.scan_layers],
+            mesh=[list(c.mesh.shape), c.mesh.rules],
+            batch=[c.data.prompts_per_step, c.data.group_size],
+            micro=c.train.micro_batch_size,
+            rollout=[c.rollout.max_new_tokens, c.rollout.cache_gib, c.rollout.cache_dtype],
+            loss=_loss_inputs(c),
+            optimizer=[c.optimizer.name, c.optimizer.to_dict()[c.optimizer.name]]
+            if c.optimizer.name != "adamw"
+            else "adamw",
+        ),
+        sort_keys=True,
+        default=str,
+    )
+
+
+def _loss_inputs(c) -> list:
+    """The loss's inputs beyond [rows, T] ones: per-token vectors (hidden states, top-k
+    teacher log-probs) change the plan; losses that differ only in elementwise terms
+    over [rows, T] (clip rules, gates, a ref/behaviour log-prob input: < 1 MiB per chip
+    at one row of 9216 tokens) share one."""
+    from rlvr_jax.rl import objectives
+
+    requires = objectives.POLICY_LOSSES.get(c.loss.name).requires
+    wide = sorted(f for f in requires if f.endswith(("_BxTxD", "_BxTxK")))
+    return [wide, c.score.teacher_topk.k if any(f.endswith("_BxTxK") for f in wide) else 0]
+
+
+def _fit(r) -> str:
+    """'yes', or 'no: ' and what would make it fit (per-chip GiB in `r`).
+
+    The sampler's remedy is an estimate: its peak taken as a full bf16 copy of the
+    weights (gathered for decoding) plus a part linear in the rows of a call.
+    """
+    from rlvr_jax.models import presets
+
+    limit = (1 - MARGIN) * V5P_GIB
+    fixes = []
+    if r["sample_peak_gib"] > limit:
+        weights = presets.preset(r["model"]).num_params() * 2 / (1 << 30) / r["mesh"][2]
+        per_row = (r["sample_peak_gib"] - weights) / r["sample_rows"]
+        rows = int((limit - weights) / per_row) if limit > weights else 0
+        shards = r["mesh"][0] * r["mesh"][1]  # a call's rows split over data x fsdp
+        rows -= rows % shards
+        if rows:
+            kv = r["kv_cache_gib"] * rows / r["sample_rows"]
+            fixes.append(f"sampler: <= ~{rows} rows per call (rollout.cache_gib ~{kv:.0f})")
+        else:
+            fixes.append(
+                "sampler: its gathered weights leave no room for one row per chip: "
+                "shard them over the tensor axis (mesh (1, chips/4, 4), rules fsdp_tp)"
+            )
+    if r["train_peak_gib"] > limit:
+        fixes.append("train: more chips or a shorter N")
+    return "yes" if not fixes else "no: " + "; ".join(fixes)
+
+
+def all_paper(args) -> None:
+    from rlvr_jax.models import presets
+
+    configs, without = paper_configs()
+    groups: dict[str, list[str]] = {}
+    for name, c in configs.items():
+        groups.setdefault(plan_key(c), []).append(name)
+    print(f"{len(configs)} :paper variants, {len(groups)} distinct plans; without: {without}")
+    rows, total_cpu = [], 0.0
+    if args.only:
+        only = set(args.only.split(","))
+        groups = {k: v for k, v in groups.items() if only & set(v)}
+    for names in sorted(groups.values(), key=len, reverse=True):  # most variants first
+        c = configs[names[0]]
+        out = Path(f"/tmp/plan_{os.getpid()}.json")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.time()
+        cmd = [sys.executable, __file__, "--config", f"experiments/{names[0]}.py:paper"]
+        cmd += ["--layers", args.layers, "--json", str(out), "--prompt-len", str(args.prompt_len)]
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        total_cpu += cpu
+        preset = presets.preset_for_path(c.model.path)
+        row = dict(names=names, model=preset, cpu_s=cpu, wall_s=time.time() - start)
+        if done.returncode:
+            row["error"] = done.stderr.strip().splitlines()[-1][:200]
+        else:
+            row.update(json.loads(out.read_text()))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        _write(rows, total_cpu, args, pending=len(groups) - len(rows))  # after every plan
+    print(f"wrote {args.doc}; {total_cpu:.0f} CPU s in all")
+
+
+def _write(rows, total_cpu, args, pending: int) -> None:
+    table = _table(rows, total_cpu, args)
+    if pending:
+        table += f"\n({pending} more plans not yet run.)\n"
+    doc = ROOT / args.doc
+    text = doc.read_text()
+    if PAPER_BEGIN not in text or PAPER_END not in text:
+        raise SystemExit(f"{args.doc} has no {PAPER_BEGIN} ... {PAPER_END} block")
+    head, rest = text.split(PAPER_BEGIN, 1)
+    doc.write_text(head + PAPER_BEGIN + "\n" + table + PAPER_END + rest.split(PAPER_END, 1)[1])
+
+
+def _table(rows, total_cpu, args) -> str:
+    lines = [
+        f"Planned by `python scripts/plan.py --all-paper` (P = {args.prompt_len}, compiled at "
+        f"{args.layers} layers and extrapolated; {total_cpu:.0f} CPU s in all). Per-chip GiB "
+        f"against a v5p chip's {V5P_GIB:.1f} GiB; headroom = 1 - the larger peak / HBM; fits = "
+        f"both programs leave >= {MARGIN:.0%}.",
+        "",
+        "| `:paper` variants | model | chips | P + N | train rows/chip | train peak | "
+        "sampler rows/call (calls/step) | KV cache | sampler peak | headroom | fits | CPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        names = ", ".join(f"`{n}`" for n in r["names"])
+        if "error" in r:
+            lines.append(
+                f"| {names} | {r['model']} | | | | | | | | | plan failed: "
+                f"{r['error']} | {r['cpu_s']:.0f} |"
+            )
+            continue
+        peak = max(r["train_peak_gib"], r["sample_peak_gib"])
+        shards = r["mesh"][0] * r["mesh"][1]
+        lines.append(
+            f"| {names} | {r['model']} | {r['devices']} | {r['train_length']} | "
+            f"{r['train_rows'] // shards} | {r['train_peak_gib']:.1f} | {r['sample_rows']} "
+            f"({r['sample_calls']}) | {r['kv_cache_gib']:.1f} | {r['sample_peak_gib']:.1f} | "
+            f"{1 - peak / V5P_GIB:.0%} | {_fit(r)} | {r['cpu_s']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -25,6 +25,10 @@ PUBLISHED_B = {
     "qwen3-8b": 8.191,
     "qwen2.5-3b": 3.086,
     "qwen2.5-7b": 7.616,
+    "qwen2.5-32b": 32.764,
+    "qwen2.5-math-1.5b": 1.544,
+    "qwen2.5-math-7b": 7.616,
+    "deepseek-r1-distill-qwen-1.5b": 1.777,
     "llama-3.1-8b": 8.030,
 }
 
@@ -138,3 +142,45 @@ def test_paper_scale_configs_validate_and_name_their_model(name, preset, chips, 
     rows = c.data.prompts_per_step * c.data.group_size // c.train.num_minibatches
     assert rows == 512 and c.train.micro_batch_size % chips == 0
     assert json.loads(c.task.options)["path"]
+
+
+def _spec(loss):
+    c = default_config()
+    c.loss.name = loss
+    return loss_spec(c)
+
+
+def test_loss_inputs_beyond_the_standard_fields():
+    cfg = tiny_config()
+    make = lambda shape, dtype: (shape, dtype)  # noqa: E731
+    assert plan._loss_inputs(_spec("ppo_clip"), cfg, 8, 32, 16, make) == {}
+    topk = plan._loss_inputs(_spec("opd_topk_kl"), cfg, 8, 32, 16, make)
+    assert topk == {
+        "teacher_topk_logps_BxTxK": ((1, 8, 32, 16), jax.numpy.float32),
+        "teacher_topk_ids_BxTxK": ((1, 8, 32, 16), jax.numpy.int32),
+        "correct_B": ((1, 8), jax.numpy.bool_),
+    }
+    full = plan._loss_inputs(_spec("opd_full_kl"), cfg, 8, 32, 16, make)
+    # hidden_BxTxD and the kernels are the update's own; the teacher's hidden states are input
+    assert full["teacher_hidden_BxTxD"] == ((1, 8, 32, cfg.hidden_size), jax.numpy.float32)
+    assert set(full) == {"teacher_hidden_BxTxD", "correct_B"}
+
+
+@pytest.mark.slow
+def test_plan_of_a_top_k_distillation_loss_holds_its_teacher_inputs():
+    cfg = tiny_config()
+    mesh = sharding.make_mesh((1, 8, 1))
+    kw = dict(
+        optimizer=build_optimizer(1e-6, 10),
+        train_rows=8,
+        sample_rows=8,
+        prompt_len=16,
+        max_new_tokens=16,
+        layers=None,
+        topk=16,
+    )
+    base = plan.memory_plan(cfg, mesh, "fsdp", spec=_spec("ppo_clip"), **kw)
+    topk = plan.memory_plan(cfg, mesh, "fsdp", spec=_spec("opd_topk_kl"), **kw)
+    # one row per device: 32 tokens x 16 (f32 log-probs + int32 ids) + one bool verdict
+    extra = topk.train.argument - base.train.argument
+    assert 32 * 16 * 8 <= extra <= 32 * 16 * 8 + 64

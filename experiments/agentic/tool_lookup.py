@@ -18,11 +18,25 @@ Variants: `:pulse` (a tiny random model on tool_lookup, 2 steps).
 Measured (docs/baselines.md, 3 seeds, a miniature of this config: 10 steps of 16 × 8,
 evaluation on 64 problems): held-out pass@1 43.7% -> 46.9%, a gain of +3.3 ± 0.9 points
 (sd; +2.5..+4.3), ~460 CPU s per run (`python scripts/reproduce.py agentic --pin 1`).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours: tool_lookup is our
+environment, no paper fixes it) on the tool_lookup task, 1024 new tokens per turn
+(ours); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
 
-VARIANTS = ("", "pulse")
+VARIANTS = ("", "pulse", "paper")
+
+
+PAPER = dict(
+    model="qwen3-8b",  # ours
+    task=None,  # tool_lookup: the multi-turn environment
+    max_new_tokens=1024,  # ours: per turn
+)
 
 
 def get_config(variant: str = ""):
@@ -37,6 +51,8 @@ def get_config(variant: str = ""):
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
     c.train.steps = 20
+    if variant == "paper":
+        apply_variant(c, "paper", paper=PAPER)
     if variant == "pulse":
         apply_variant(c, "pulse")
         c.task.name = "tool_lookup"

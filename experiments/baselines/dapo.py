@@ -21,9 +21,25 @@ Measured here (seed 0, docs/baselines.md), before dynamic sampling kept groups b
 verdict and refilled only the missing prompts (reward-variance filter, 3 rounds of
 B prompts each): held-out pass@1 0.255 → 0.393 after 20 steps; 387 s of RL steps
 on one loaded core. Not remeasured since.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-32B, N = 20480 with L_cache
+= 4096, B = 512, G = 16, lr 1e-6 after 20 warm-up steps, 16 updates per step,
+ε_low/ε_high 0.2/0.28 (paper-fixed, DAPO §4.1); max_rounds and the slice are ours: 128
+chips as mesh (1, 32, 4) with rules fsdp_tp (on fsdp alone the sampler's gathered 32B
+weights plan 247 GiB per chip).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Planned (docs/tpu_pods.md): train step 38.1 GiB, sampler 80.8 GiB per chip: 9 %
+headroom, under the 10 % margin; estimated fix, not planned: rollout.cache_gib <= 37.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen2.5-32b",  # paper: Qwen2.5-32B base
+    max_new_tokens=20480,  # paper: 16384 expected + 4096 soft-overlong cache
+)
 
 
 def get_config(variant: str = ""):
@@ -38,4 +54,11 @@ def get_config(variant: str = ""):
     c.select.max_rounds = 10  # cap on resampling rounds (ours; the paper samples until full)
     c.reward.overlong_cache = 16  # L_cache
     c.reward.overlong_penalty = 1.0
-    return apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.reward.overlong_cache = 4096  # paper: L_cache
+        # ours: tensor-parallel 4 (a v5p host's chips) so the sampler's gathered 32B bf16
+        # weights (61 GiB per chip on fsdp alone) fit; one micro-batch row per fsdp shard.
+        c.mesh.shape, c.mesh.rules = (1, 32, 4), "fsdp_tp"
+        c.train.micro_batch_size = 32
+    return c

@@ -16,9 +16,18 @@ Measured here (docs/baselines.md): held-out pass@1 0.254 → 0.356, +10.3 points
 Our choices: β = 0 (no KL term: DAPO, Dr.GRPO and most recent GRPO runs drop
 it; set loss.kl_coef = 0.04 with kl_kind "k3" for DeepSeekMath's), two
 minibatch updates per rollout batch (so the clip is active), lr 1e-4 constant.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours: the seed papers'
+GRPO baseline as experiments/paper_scale runs it) with the shared block's DAPO batch and
+optimizer; ε = 0.2, β = 0 as above.
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: as experiments/paper_scale/qwen3_8b_grpo.py
 
 
 def get_config(variant: str = ""):
@@ -31,4 +40,4 @@ def get_config(variant: str = ""):
     c.loss.aggregation = "seq-mean-token-mean"  # (1/G) Σ_i (1/|o_i|) Σ_t
     c.data.group_size = 8  # G
     c.train.steps = 20  # a trial run gained +12 points of pass@1 by step 20, none more by 40
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

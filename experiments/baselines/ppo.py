@@ -12,9 +12,18 @@ and backward); G = 8 is kept only so the batches match the other baselines.
 
 Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.353 after
 20 steps; 601 s of RL steps on one loaded core.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B policy and critic (ours), γ
+= 1, λ = 0.95 as above; critic lr 1e-5 (ours). The memory plan covers the policy only,
+not the critic's copy of the model.
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -29,4 +38,7 @@ def get_config(variant: str = ""):
     c.critic.lr = 3e-4
     c.critic.value_clip = 0.2
     c.critic.warmup_steps = 5
-    return apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.critic.lr = 1e-5  # ours (verl-style critic lr at this scale)
+    return c

@@ -11,9 +11,17 @@ Variants: `:arithmetic`, `:pulse`. Runtime here ~1.1x grpo.py's (reference forwa
 
 Measured here (seed 0, docs/baselines.md, with the earlier whitening over rows):
 held-out pass@1 0.255 → 0.375 after 20 steps; 379 s of RL steps on one loaded core.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours), reward KL β = 0.001
+(k1) as above; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -26,4 +34,4 @@ def get_config(variant: str = ""):
     c.loss.aggregation = "token-mean"
     c.loss.kl_reward_coef = 0.001  # β, KL in the reward
     c.loss.kl_kind = "k1"  # the reward's KL estimator: log π_θ − log π_ref
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -10,9 +10,21 @@ Variants: `:arithmetic`, `:pulse`. Runtime here ~ grpo.py's.
 
 Measured here (seed 0, docs/baselines.md): held-out pass@1 0.255 → 0.308 after
 20 steps; 286 s of RL steps on one loaded core.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours), one on-policy
+update per batch; lr 1e-6 is the shared block's (ours, untuned for per-sequence sums at
+this length).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen3-8b",  # ours
+    num_minibatches=1,  # on-policy: one update per batch, as above
+)
 
 
 def get_config(variant: str = ""):
@@ -22,4 +34,4 @@ def get_config(variant: str = ""):
     c.loss.aggregation = "seq-mean-token-sum"  # REINFORCE on log π(y_i) = Σ_t log π(y_t)
     c.train.num_minibatches = 1  # on-policy: one update per batch
     c.optimizer.lr = 3e-5  # per-sequence sums are ~|y| × larger than token means
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -73,11 +73,24 @@ on this 2-core CPU shared with other jobs:
 CBPO logged 3.0 branches per root and a mean node CBV of 0.08-0.16 per step; branch rows'
 reward was below the roots' on 8 of 10 steps. One seed and 512 samples per evaluation
 (standard error of pass@1 ~0.02): no difference between the arms is resolved.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: two
+unnamed scales), G = 16 with the root share above (4 roots); `:paper` on math_file
+(single-turn, the abstract's math benchmarks), `:tool_lookup,paper` on tool episodes
+with 1024 new tokens per turn (ours; the abstract's search benchmarks are not built);
+the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
 
-VARIANTS = ("", "countdown", "arithmetic", "pulse", "tool_lookup", "tool_lookup,pulse")
+VARIANTS = (
+    *("", "countdown", "arithmetic", "pulse", "paper"),
+    *("tool_lookup", "tool_lookup,pulse", "tool_lookup,paper"),
+)
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -102,7 +115,9 @@ def get_config(variant: str = ""):
     if "tool_lookup" in parts:  # branches inside model turns of tool episodes (the paper's)
         c.model.domain = c.task.name = "tool_lookup"
         c.rollout.max_new_tokens = 32  # per turn (the warm start's)
-    apply_variant(c, "pulse" if "pulse" in parts else parts[0].replace("tool_lookup", ""))
+    base = next((p for p in parts if p in ("pulse", "paper")), parts[0].replace("tool_lookup", ""))
+    tool = dict(task=None, max_new_tokens=1024) if "tool_lookup" in parts else {}  # ours: per turn
+    apply_variant(c, base, paper={**PAPER, **tool})
     if "pulse" in parts:
         c.data.group_size = 8  # the pulse keeps G = 8: 2 roots, 3 nodes of 2 branches each
     if parts == ["tool_lookup", "pulse"]:  # as experiments/agentic/tool_lookup.py:pulse

@@ -28,9 +28,24 @@ arithmetic, with the exact locator: a pulse trains no judge). `:countdown` is
 refused: the judge is trained from arithmetic's step verifier.
 Runtime: not measured; grpo.py:arithmetic's plus one greedy judge decode of the
 wrong rollouts per step.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
+no model) on the arithmetic task, N = 2048 (ours); the shared block (ours). NOT RUNNABLE
+as it stands: the judge locator loads a warm-start judge (rl/methods/locators.py), which
+does not share a Qwen tokenizer; an off-the-shelf LLM judge from a checkpoint path is
+not wired. The variant plans the policy's memory; cliff_exact.py:paper runs.
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen3-8b",  # ours
+    task=None,  # arithmetic: step traces
+    max_new_tokens=2048,  # ours: arithmetic traces are short
+)
 
 
 def get_config(variant: str = ""):
@@ -53,7 +68,7 @@ def get_config(variant: str = ""):
     c.credit.cliff.scale = True  # ×|A_i| (docs/methods.md); False: ±a/±b, also for all-wrong groups
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
     if variant == "pulse":
         c.score.first_mistake.locator = "exact"  # no judge model is trained for a pulse
     return c

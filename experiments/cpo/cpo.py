@@ -26,12 +26,22 @@ Variants: an arm and/or `arithmetic` / `pulse` (tiny random model, 2 steps; the 
 policy is the policy itself, so no variant needs a trained teacher), comma-separated,
 e.g. `:correct_only,arithmetic`.
 Runtime: not measured; grpo.py's plus one policy forward per batch.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
+no model), the policy under the reference solution as the guided view (math_file
+solutions); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import SOLUTION_VIEW, apply_variant, default_config, split_arm
 
 # arm -> (λ_correct, λ_wrong)
 ARMS = {"balanced": (0.1, 0.1), "correct_only": (0.1, 0.0), "wrong_only": (0.0, 0.1)}
+
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -47,4 +57,4 @@ def get_config(variant: str = ""):
     c.credit.cpo.tau = 1.0  # τ of τ·tanh(d/τ) (ours; 0 = unbounded d)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, base)
+    return apply_variant(c, base, paper=PAPER)

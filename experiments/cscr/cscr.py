@@ -23,9 +23,17 @@ an informative "incorrect" context has the opposite signs).
 Command: python -m rlvr_jax.main --config=experiments/cscr/cscr.py --workdir=runs/cscr
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
 Runtime: not measured; grpo.py's plus two policy forwards per batch.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: long-
+CoT math, no model named), N = 8192; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -38,4 +46,4 @@ def get_config(variant: str = ""):
     c.credit.cscr.budget = "tokens"  # Σ_t w_t = n_i
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

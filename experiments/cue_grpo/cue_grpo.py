@@ -17,9 +17,21 @@ Not here: the judge-partition variant (a judge's cluster ids through the same ke
 Command: python -m rlvr_jax.main --config=experiments/cue_grpo/cue_grpo.py --workdir=runs/cue_grpo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
 Runtime: not measured; grpo.py's (cues are host-side string work).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-Math-7B (paper), N = 3072
+for its 4k context (ours), on Countdown: the paper's competition-math cues are not built
+(cues here: entrance families); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen2.5-math-7b",  # paper: Qwen2.5-Math-7B (and Llama-3.1-8B-Instruct)
+    task=None,  # countdown: strategy cues exist for countdown/arithmetic only here
+)
 
 
 def get_config(variant: str = ""):
@@ -31,4 +43,4 @@ def get_config(variant: str = ""):
     c.credit.cue_grpo.missing_cue_singleton = False
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -26,9 +26,17 @@ Command: python -m rlvr_jax.main --config=experiments/dash/dash.py --workdir=run
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; the self-teacher
 needs no trained model in any variant).
 Runtime: not measured; grpo.py's plus one policy forward per batch.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: three
+unnamed scales), self-teacher under the reference solution; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import SOLUTION_VIEW, apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -46,4 +54,4 @@ def get_config(variant: str = ""):
     c.credit.dash.outcome_coef = 0.0  # weight of the GRPO advantage (ours: 0, pure OPSD)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -19,9 +19,21 @@ Command: python -m rlvr_jax.main --config=experiments/difficulty/difficulty.py \
     --workdir=runs/difficulty
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
 Runtime here (2 CPU cores): about grpo.py's (one sampling round per step).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-3B (SARA's 1.5B/3B scale;
+family ours); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Not runnable on a multi-host slice yet: the trainer refuses the difficulty scheduler with more
+than one process (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen2.5-3b",  # paper (SARA's comparison): a 3B model; family ours
+)
 
 
 def get_config(variant: str = ""):
@@ -29,4 +41,4 @@ def get_config(variant: str = ""):
     c.select.name = "difficulty"
     c.select.max_rounds = 1  # one round of full groups, no refill
     c.select.difficulty.target = 0.5  # predicted success rate aimed at
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

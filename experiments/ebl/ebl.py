@@ -32,9 +32,22 @@ Measured (seed 0, docs/entrance.md): steps 0 → 20 pass@1 0.220 → 0.355, cove
 first operator than after it; low-access families complete 0.002 free vs 0.251 forced;
 interpolating layers 2-3 toward step 4 with α = 0.5: coverage 0.484 → 0.521 (+7.5%) at
 pass@1 0.354 → 0.351 (α = 1: +16% coverage, pass@1 −0.022).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-3B-Instruct with GRPO on
+Countdown (paper: GRPO on Qwen2.5-3B-Instruct, PPO on Qwen2.5-3B), eval n = 16 as above;
+1024 new tokens (ours: Countdown answers are short); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen2.5-3b",  # paper: Qwen2.5-3B(-Instruct)
+    task=None,  # countdown: the entrance families are defined on it
+    max_new_tokens=1024,  # ours
+)
 
 
 def get_config(variant: str = ""):
@@ -48,7 +61,9 @@ def get_config(variant: str = ""):
     c.eval.num_problems = 64
     c.checkpoint.every = 4  # the early checkpoints of the interpolation (step:4, step:8, ...)
     c.checkpoint.keep = 5
-    c = apply_variant(c, variant)
+    c = apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.model.path = "/path/to/Qwen2.5-3B-Instruct"  # paper: the GRPO run's checkpoint
     if variant == "pulse":  # coverage is defined on Countdown only
         c.task.name = "countdown"
     return c

@@ -23,9 +23,18 @@ Command: python -m rlvr_jax.main --config=experiments/gapo/gapo.py --workdir=run
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps). The GSPO form
 is experiments/gapo/gapo_gspo.py.
 Runtime: not measured; grpo.py's (the bounds are elementwise).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract:
+unnamed Qwen and Llama models); ε0 and the bounds as above; the shared block's 16
+updates per step (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -41,4 +50,4 @@ def get_config(variant: str = ""):
     c.loss.aggregation = "seq-mean-token-mean"
     c.data.group_size = 8  # G
     c.train.num_minibatches = 2
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

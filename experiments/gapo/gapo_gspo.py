@@ -14,9 +14,17 @@ advantages, G = 8, no KL.
 Command: python -m rlvr_jax.main --config=experiments/gapo/gapo_gspo.py --workdir=runs/gapo_gspo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
 Runtime: not measured; gspo.py's.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours); the GSPO bounds as
+above; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -32,4 +40,4 @@ def get_config(variant: str = ""):
     c.loss.aggregation = "seq-mean-token-mean"  # (1/G) Σ_i loss_i
     c.data.group_size = 8  # G
     c.train.num_minibatches = 2
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -37,11 +37,21 @@ comma-separated, e.g. `:normalised,arithmetic`.
 Runtime (scripts/bench_gar.py step, one loaded core, 2026-12-03): ~10 CPU-s per step
 after the first; the GAR signal beyond the forward it shares with the old log-probs
 is 16% of a step (11% without auxiliary anchors); docs/benchmarks.md.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (paper: Qwen3-4B and
+Qwen3-8B); β = 0.5 and the reference-code choices as above; the expert anchor is each
+record's solution field; auxiliary anchors: math_file has none; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config, split_arm
 
 ARMS = ("reference", "normalised")
+
+
+PAPER = dict(model="qwen3-8b")  # paper: Qwen3-4B and Qwen3-8B
 
 
 def get_config(variant: str = ""):
@@ -61,4 +71,4 @@ def get_config(variant: str = ""):
     c.credit.reinforce_pp.whiten = False
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, base)
+    return apply_variant(c, base, paper=PAPER)

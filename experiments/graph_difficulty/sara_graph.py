@@ -18,9 +18,19 @@ Command: python -m rlvr_jax.main --config=experiments/graph_difficulty/sara_grap
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
 Runtime here (2 CPU cores): sara.py's plus the one-off embedding pass over the
 50k-prompt pool (a few minutes) and the kNN graph.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract:
+several unnamed base models); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Not runnable on a multi-host slice yet: the trainer refuses the sara scheduler with more
+than one process (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -32,4 +42,4 @@ def get_config(variant: str = ""):
     c.select.sara.probe_step = 2
     c.select.sara.tau_commit = 0.45
     c.select.sara.tau_abandon = 0.3
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -48,14 +48,28 @@ rather than advice.
 Runtime: three sampler calls per step (trajectories, reflections, guidance) and one
 more policy forward to score. Result against GRPO: not measured (the reproduction
 page, experiments/grsd/repro.py, runs it). Single process only.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract:
+unnamed scales) on the tool_lookup episodes (the paper's multi-turn agent setting), 1024
+new tokens per turn, 256-token reflections and 512-token guidance (ours); single process
+only (the reflective rollout refuses > 1); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
 
+PAPER = dict(
+    model="qwen3-8b",  # ours
+    task=None,  # tool_lookup episodes
+    max_new_tokens=1024,  # ours: per turn
+)
+
 
 def get_config(variant: str = ""):
     c = default_config()
-    if variant == "":  # multi-turn tool episodes (the paper's setting)
+    if variant in ("", "paper"):  # multi-turn tool episodes (the paper's setting)
         c.model.domain = c.task.name = "tool_lookup"
         c.rollout.max_new_tokens = 32  # per turn (the warm start's)
     c.rollout.name = "reflective"
@@ -70,4 +84,8 @@ def get_config(variant: str = ""):
     c.credit.grsd.w_max = 2.0
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.rollout.reflective.reflection_tokens = 256  # ours
+        c.rollout.reflective.guidance_tokens = 512  # ours
+    return c

@@ -30,11 +30,19 @@ Command: python -m rlvr_jax.main --config=experiments/h2sd/h2sd.py --workdir=run
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; the teacher is the
 policy itself, so no variant needs a trained teacher).
 Runtime: not measured; grpo.py's plus one policy forward per batch.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
+no model), self-teacher views as above; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
 from rlvr_jax.train.privileged import REPHRASE_VIEW
 from rlvr_jax.train.privileged import SOLUTION_VIEW as HINT_VIEW
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -54,4 +62,4 @@ def get_config(variant: str = ""):
     c.loss.h2sd_kl.eps_high = 0.2
     c.loss.h2sd_kl.kl_coef = 1.0  # λ of the failed rows' reverse KL (ours)
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

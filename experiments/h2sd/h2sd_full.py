@@ -17,10 +17,18 @@ step's first update it is π_old's); chunk 8192.
 Command: python -m rlvr_jax.main --config=experiments/h2sd/h2sd_full.py --workdir=runs/h2sd_full
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
 Runtime: not measured; h2sd.py's plus one policy forward under the hint view.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours), full-vocabulary
+reverse KL on failed rows; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
 from rlvr_jax.train.privileged import REPHRASE_VIEW, SOLUTION_VIEW
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -42,4 +50,4 @@ def get_config(variant: str = ""):
     c.loss.opd_full_kl.rl_coef = 1.0  # the PPO surrogate on A' (every row)
     c.loss.opd_full_kl.kl_coef = 1.0  # λ
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -22,9 +22,18 @@ Controls (the paper's, same categorical head; `core.hl_gauss.targets`):
 Command: python -m rlvr_jax.main --config=experiments/hl_gauss/hl_gauss.py --workdir=runs/hl_gauss
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps, 1 critic warm-up step).
 Runtime: not measured; ppo.py's.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B policy and critic (ours;
+the abstract: Qwen2.5 and Qwen3 backbones), m, σ and the support as above; critic lr
+1e-5 (ours). The memory plan covers the policy only.
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -44,4 +53,7 @@ def get_config(variant: str = ""):
     c.critic.lr = 3e-4
     c.critic.value_clip = 0.2
     c.critic.warmup_steps = 5
-    return apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.critic.lr = 1e-5  # ours
+    return c

@@ -27,9 +27,18 @@ experiments/ebl (--config.eval.every=5 --config.eval.n_samples=16
 Measured (seed 0, docs/optimizers.md): pass@1 0.220 → 0.369 (AdamW, the same run
 otherwise: 0.220 → 0.355); pass@16 0.672 → 0.594; the export's singular values equal
 the base's to 9.4e-7 relative (AdamW: 6.6e-3).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B-Base (paper), 270 RL steps
+(paper: AdamW's 0.495 at step 270, which ISO-AdamW reached at 100); the shared block
+(ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # paper: Qwen3-8B-Base (same shapes as Qwen3-8B)
 
 
 def get_config(variant: str = ""):
@@ -44,4 +53,8 @@ def get_config(variant: str = ""):
     c.optimizer.iso.base = "adamw"  # the frames' base optimizer: "adamw" | "muon"
     c.optimizer.iso.retraction = "qr"  # "qr" | "polar"
     c.optimizer.lr = 1e-4  # the GRPO baseline's
-    return apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.model.path = "/path/to/Qwen3-8B-Base"  # paper: the base checkpoint
+        c.train.steps = 270  # paper: the AdamW run's horizon
+    return c

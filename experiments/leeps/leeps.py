@@ -20,9 +20,21 @@ Command: python -m rlvr_jax.main --config=experiments/leeps/leeps.py --workdir=r
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
 Runtime here (2 CPU cores): grpo.py's plus an embedding pass and kNN over the
 50k-prompt pool at start and every 10 steps (a few minutes each).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-Math-7B (paper), N = 3072
+for its 4k context (ours); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Not runnable on a multi-host slice yet: the trainer refuses the leeps scheduler with more
+than one process (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen2.5-math-7b",  # paper: Qwen2.5-Math-1.5B and 7B
+)
 
 
 def get_config(variant: str = ""):
@@ -34,4 +46,4 @@ def get_config(variant: str = ""):
     c.select.leeps.min_frac = 0.1
     c.select.leeps.temperature = 0.5
     c.select.leeps.refresh_every = 10  # steps between re-embeddings (ours)
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

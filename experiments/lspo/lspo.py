@@ -24,9 +24,22 @@ scaffold (rollout/scaffold_groups), the spliced rows' weights
 Command: python -m rlvr_jax.main --config=experiments/lspo/lspo.py --workdir=runs/lspo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps). Single process only.
 Runtime: not measured (grpo.py's plus the adapter fit and re-rolls on steps with cliffs).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): DeepSeek-R1-Distill-Qwen-1.5B on
+DeepMath-103K (paper; data path placeholder), 1000 steps, pass@k up to k = 16 (paper);
+the shared block (ours; the paper's baseline is DAPO).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Not runnable on a multi-host slice yet: the trainer refuses the lora_scaffold rollout with more
+than one process (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="deepseek-r1-distill-qwen-1.5b",  # paper: DeepSeek-R1-Distill-Qwen-1.5B
+)
 
 
 def get_config(variant: str = ""):
@@ -48,4 +61,8 @@ def get_config(variant: str = ""):
     c.loss.lspo.eps_low = 0.2  # ε
     c.loss.lspo.eps_high = 0.2
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.task.train_size = 103_000  # paper: DeepMath-103K
+        c.train.steps = 1000  # paper: the 1000-step reporting horizon
+    return c

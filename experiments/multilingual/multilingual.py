@@ -29,6 +29,13 @@ Measured (seed 0, 64 problems x 8 samples per cell, docs/multilingual.md): the b
 pass@1 0.38–0.40 rises in every evaluation language after training in any one
 (en: 0.455–0.475, es: 0.410–0.430, fr: 0.426–0.455, de: 0.449–0.479); language
 consistency stays ≥ 0.996 everywhere.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: a wide
+range of unnamed base models) on the multilingual arithmetic task in the chosen language
+(`:es,paper`), 1024 new tokens (ours); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 import json
@@ -44,12 +51,20 @@ def task_options(language: str) -> str:
     return json.dumps({**options, "language": language}, sort_keys=True)
 
 
+PAPER = dict(
+    model="qwen3-8b",  # ours
+    task=None,  # multilingual_arithmetic in the chosen language
+    max_new_tokens=1024,  # ours
+)
+
+
 def get_config(variant: str = ""):
     parts = [p for p in variant.split(",") if p]
-    langs = [p for p in parts if p != "pulse"]
+    langs = [p for p in parts if p not in ("pulse", "paper")]
     if len(langs) > 1 or (langs and langs[0] not in LANGUAGES):
         raise ValueError(
-            f"variant {variant!r}: valid: one of {list(LANGUAGES)}, 'pulse', '<lang>,pulse'"
+            f"variant {variant!r}: valid: one of {list(LANGUAGES)}, 'pulse', 'paper', "
+            "'<lang>,pulse', '<lang>,paper'"
         )
     language = langs[0] if langs else "es"
     c = default_config()
@@ -64,7 +79,8 @@ def get_config(variant: str = ""):
     c.train.steps = 12
     c.eval.every = 0
     c.eval.num_problems = 64
-    c = apply_variant(c, "pulse" if "pulse" in parts else "")
+    base = next((p for p in parts if p in ("pulse", "paper")), "")
+    c = apply_variant(c, base, paper=PAPER)
     c.task.name = "multilingual_arithmetic"
     c.task.options = task_options(language)
     return c

@@ -20,9 +20,22 @@ clean rows (rollout/noise, rollout/noise_reward, rollout/not_noise_reward, ...).
 Command: python -m rlvr_jax.main --config=experiments/nc_grpo/nc_grpo.py --workdir=runs/nc_grpo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
 Runtime: not measured (grpo.py's plus one old-log-prob forward per step).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-7B (ours: the text backbone
+of the paper's Qwen2.5-VL-7B; no vision model here), math_file instead of Geometry3K; σ
+as above; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Planned (docs/tpu_pods.md): does NOT fit as configured, sampler 90.0 GiB per chip of
+88.5 (4096 rows per call); estimated fix, not planned: --config.rollout.cache_gib=27.
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen2.5-7b",  # ours: the language model of the paper's Qwen2.5-VL-7B
+)
 
 
 def get_config(variant: str = ""):
@@ -38,4 +51,4 @@ def get_config(variant: str = ""):
     c.loss.ppo_clip.eps_low = 0.2
     c.loss.ppo_clip.eps_high = 0.2
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -23,9 +23,17 @@ unguided rows (rollout/guided_reward, rollout/not_guided_reward, ...).
 Command: python -m rlvr_jax.main --config=experiments/oc_grpo/oc_grpo.py --workdir=runs/oc_grpo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
 Runtime: not measured (a grpo.py run plus one old-log-prob forward per step).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
+no model), solution-prefix guidance from math_file solutions; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -42,4 +50,4 @@ def get_config(variant: str = ""):
     c.loss.oc_grpo.eps_low = 0.2  # ε
     c.loss.oc_grpo.eps_high = 0.2
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

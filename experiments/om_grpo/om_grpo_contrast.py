@@ -19,9 +19,19 @@ evaluated on after training (and before, eval.at_start): the paper's
 unlabeled test-time setting. config.validate refuses a test-split pool unless
 the reward is label-free.
 Runtime: not measured; grpo.py's.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: three
+unnamed backbones) on math_file, answers canonicalised as text (math-verify is the
+verifier, not the consensus key); `:paper+ttt` trains on the 500 eval problems; the
+shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -43,7 +53,7 @@ def get_config(variant: str = ""):
 def apply_ttt(c, variant: str):
     """`variant` with an optional "+ttt" / "ttt" suffix: train on the unlabeled eval prompts."""
     base = variant.removesuffix("ttt").removesuffix("+")
-    apply_variant(c, base)
+    apply_variant(c, base, paper=PAPER)
     if variant.endswith("ttt"):
         c.task.train_split = "test"  # the eval split: the prompts reported on
         c.task.train_size = c.eval.num_problems  # exactly those prompts (indices 0..n-1)

@@ -17,9 +17,21 @@ Command: python -m rlvr_jax.main --config=experiments/opdvr/opd_topk_kl.py --wor
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; the teacher is the
 policy itself under the reference-solution view, so no warm start is trained).
 Runtime: not measured; grpo.py's plus one teacher forward per batch.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B student, Qwen3-32B teacher
+(ours: no model named; placeholder path, override via --config.score.teacher_topk.path),
+top-k reverse KL as above; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen3-8b",  # ours
+    teacher="Qwen3-32B",  # ours: a larger model of the student's family
+)
 
 
 def get_config(variant: str = ""):
@@ -34,7 +46,7 @@ def get_config(variant: str = ""):
     c.loss.opd_topk_kl.rl_coef = 0.0  # pure distillation
     c.loss.opd_topk_kl.kl_coef = 1.0
     c.data.group_size = 8  # G
-    apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
     if variant == "pulse":  # no trained teacher: the policy under the solution view
         t.source = "hint"
     return c

@@ -24,9 +24,19 @@ OPD rows are experiments/opdvr/opd_full_kl.py and opd_topk_kl.py.
 Command: python -m rlvr_jax.main --config=experiments/opsa/opsa.py --workdir=runs/opsa
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
 Runtime: not measured; grpo.py's (no extra forward pass).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-1.7B (paper), Avg@32 / Pass@32
+(paper: eval.n_samples = 32); c as above; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen3-1.7b",  # paper: the base Qwen3-1.7B
+)
 
 
 def get_config(variant: str = ""):
@@ -39,4 +49,7 @@ def get_config(variant: str = ""):
     c.credit.opsa.rl_coef = 0.0  # weight of the verifier's advantage (ours: none)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant)
+    apply_variant(c, variant, paper=PAPER)
+    if variant == "paper":
+        c.eval.n_samples = 32  # paper: Avg@32, Pass@32
+    return c

@@ -20,9 +20,21 @@ full-group GRPO. Compare `select/tokens` with experiments/baselines/rloo.py.
 Command: python -m rlvr_jax.main --config=experiments/pair/pair.py --workdir=runs/pair
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
 Runtime here (2 CPU cores): below rloo.py's (fewer generated tokens, two rounds).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-4B (paper), prefix length N/4
+as above; the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Not runnable on a multi-host slice yet: the trainer refuses the pair scheduler with more
+than one process (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen3-4b",  # paper: Qwen3-1.7B and Qwen3-4B
+)
 
 
 def get_config(variant: str = ""):
@@ -34,6 +46,6 @@ def get_config(variant: str = ""):
     c.credit.name = "rloo"
     c.credit.transforms = "pair"  # Â_i with 1/(π_i π_j) pair weights
     c.loss.aggregation = "constant"
-    c = apply_variant(c, variant)
+    c = apply_variant(c, variant, paper=PAPER)
     c.select.pair.prefix_tokens = c.rollout.max_new_tokens // 4
     return c

@@ -21,9 +21,21 @@ Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; teacher = the pol
 under the reference-solution context, score.teacher.source = "hint": no warm-start
 model is trained).
 Runtime: not measured; grpo.py's plus one teacher forward per batch.
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B student, Qwen3-32B teacher
+(ours; placeholder path, override via --config.score.teacher.path); the shared block
+(ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
 from rlvr_jax.rl.config import apply_teacher, apply_variant, default_config
+
+PAPER = dict(
+    model="qwen3-8b",  # ours: the abstract names no model
+    teacher="Qwen3-32B",  # ours: a larger model of the student's family
+)
 
 
 def get_config(variant: str = ""):
@@ -37,4 +49,4 @@ def get_config(variant: str = ""):
     c.credit.rstg.coef = 1.0  # λ (ours)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_teacher(apply_variant(c, variant), variant)
+    return apply_teacher(apply_variant(c, variant, paper=PAPER), variant)

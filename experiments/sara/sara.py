@@ -15,9 +15,21 @@ matches DPS at 22% fewer rollouts than dynamic sampling (DS). Compare this run's
 Command: python -m rlvr_jax.main --config=experiments/sara/sara.py --workdir=runs/sara
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
 Runtime here (2 CPU cores): about grpo.py's, plus the probe rounds (logged as select/rounds).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen2.5-3B (paper: 1.5B/3B models;
+family ours); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Not runnable on a multi-host slice yet: the trainer refuses the sara scheduler with more
+than one process (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(
+    model="qwen2.5-3b",  # paper: 1.5B/3B models; family ours
+)
 
 
 def get_config(variant: str = ""):
@@ -30,4 +42,4 @@ def get_config(variant: str = ""):
     c.select.sara.tau_commit = 0.45  # τ_commit on P(effective)
     c.select.sara.tau_abandon = 0.3  # τ_abandon
     c.select.sara.fresh = "uniform"  # "predicted": SARA + difficulty prediction
-    return apply_variant(c, variant)
+    return apply_variant(c, variant, paper=PAPER)

@@ -14,9 +14,19 @@ experiments/baselines/grpo.py (same B·G rollout budget per step).
 Command: python -m rlvr_jax.main --config=experiments/vigor/vigor.py --workdir=runs/vigor
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
 Runtime here (2 CPU cores): about grpo.py's (same rollouts, a few more rounds).
+
+Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
+no model); the shared block (ours).
+Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
+`--config.task.options` with the data path for math_file) on the v5p slice the plan row
+names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
+Not runnable on a multi-host slice yet: the trainer refuses the vigor scheduler with more
+than one process (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config
+
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def get_config(variant: str = ""):
@@ -29,7 +39,7 @@ def get_config(variant: str = ""):
     c.select.vigor.refine_frac = 0.5
     c.select.vigor.max_per_prompt = 0  # 0 = 2G
     c.select.vigor.budget_factor = 1.0  # rollouts per step / (B·G)
-    c = apply_variant(c, variant)
+    c = apply_variant(c, variant, paper=PAPER)
     if variant == "pulse":  # G = 4: 2B prompts × n0 = 2 would spend the whole budget in round 0
         c.select.vigor.prompt_factor = 1.0
     return c

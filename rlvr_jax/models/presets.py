@@ -8,7 +8,8 @@ still reads the checkpoint's own config.json (`models.load_pretrained`).
 
 Published totals, for reference (`ModelConfig.num_params()` reproduces them):
 Qwen3-0.6B 0.60B, Qwen3-1.7B 1.72B, Qwen3-4B 4.02B, Qwen3-8B 8.19B,
-Qwen2.5-3B 3.09B, Qwen2.5-7B 7.62B, Llama-3.1-8B 8.03B.
+Qwen2.5-3B 3.09B, Qwen2.5-7B 7.62B, Qwen2.5-32B 32.76B, Qwen2.5-Math-1.5B 1.54B,
+Qwen2.5-Math-7B 7.62B, DeepSeek-R1-Distill-Qwen-1.5B 1.78B, Llama-3.1-8B 8.03B.
 """
 
 from __future__ import annotations
@@ -101,6 +102,59 @@ _PRESETS = {
         num_kv_heads=4,
         tie_word_embeddings=False,
         max_position_embeddings=131072,
+    ),
+    "qwen2.5-32b": dict(
+        _QWEN25,
+        vocab_size=152064,
+        hidden_size=5120,
+        intermediate_size=27648,
+        num_layers=64,
+        num_heads=40,
+        num_kv_heads=8,
+        tie_word_embeddings=False,
+        max_position_embeddings=131072,
+    ),
+    # The math continual-pretraining checkpoints: Qwen2.5 shapes, 4k context, RoPE θ 1e4.
+    "qwen2.5-math-1.5b": dict(
+        _QWEN25,
+        vocab_size=_QWEN_VOCAB,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_layers=28,
+        num_heads=12,
+        num_kv_heads=2,
+        tie_word_embeddings=True,
+        rope_theta=10_000.0,
+        max_position_embeddings=4096,
+    ),
+    "qwen2.5-math-7b": dict(
+        _QWEN25,
+        vocab_size=152064,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_layers=28,
+        num_heads=28,
+        num_kv_heads=4,
+        tie_word_embeddings=False,
+        rope_theta=10_000.0,
+        max_position_embeddings=4096,
+    ),
+    # Distilled from DeepSeek-R1 into Qwen2.5-Math-1.5B: its shapes, an untied head, 128k
+    # context, the R1 tokenizer's special ids.
+    "deepseek-r1-distill-qwen-1.5b": dict(
+        _QWEN25,
+        vocab_size=_QWEN_VOCAB,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_layers=28,
+        num_heads=12,
+        num_kv_heads=2,
+        tie_word_embeddings=False,
+        rope_theta=10_000.0,
+        max_position_embeddings=131072,
+        bos_token_id=151646,
+        eos_token_id=151643,
+        pad_token_id=151643,
     ),
     "llama-3.1-8b": dict(
         model_type="llama",

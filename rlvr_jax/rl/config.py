@@ -230,10 +230,12 @@ def transform_names(c: ml_collections.ConfigDict) -> list[str]:
     return [n.strip() for n in c.credit.transforms.split(",") if n.strip()]
 
 
-VARIANTS = ("countdown", "arithmetic", "pulse")
+VARIANTS = ("countdown", "arithmetic", "pulse", "paper")
 
 
-def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.ConfigDict:
+def apply_variant(
+    c: ml_collections.ConfigDict, variant: str, *, paper: dict | None = None
+) -> ml_collections.ConfigDict:
     """Applies a shared `file.py:variant` suffix of the baseline experiments, in place.
 
     Variants:
@@ -241,6 +243,9 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
       "arithmetic": the warm-start multi-step arithmetic base on its task.
       "pulse": a tiny random model, 2 steps of a tiny batch: does the pipeline run
         (CI runs every baseline this way; the numbers mean nothing).
+      "paper": the paper's model and scale on a TPU v5p slice, from a user-given
+        checkpoint path: `rl.paper_scale.apply(c, **paper)`, `paper` holding the
+        experiment's paper-fixed model and numbers (default: Qwen3-8B, DAPO's recipe).
     Returns:
       `c`, for chaining.
     """
@@ -248,6 +253,10 @@ def apply_variant(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
         return c
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    if variant == "paper":
+        from rlvr_jax.rl import paper_scale
+
+        return paper_scale.apply(c, **(paper or {}))
     if variant == "arithmetic":
         c.model.domain = c.task.name = "arithmetic"
         return c
@@ -303,7 +312,8 @@ def apply_teacher(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
     """The `teacher` signal of the distillation experiments, after `apply_variant`.
 
     The warm-start teacher of the policy's domain (same tokenizer, ~2x the
-    base's SFT steps), except in "pulse": the tiny random policy has no trained
+    base's SFT steps), except in "paper" (the pretrained teacher the paper variant
+    named, kept) and "pulse": the tiny random policy has no trained
     teacher, so the teacher is the policy itself under SOLUTION_VIEW (source
     "hint"), and a pulse never trains a warm-start model.
 
@@ -311,6 +321,13 @@ def apply_teacher(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
       `c`, for chaining.
     """
     t = c.score.teacher
+    if variant == "paper":  # the teacher checkpoint `rl.paper_scale.apply(teacher=...)` set
+        if t.source != "pretrained":
+            raise ValueError(
+                "a teacher experiment's :paper variant needs a teacher checkpoint: "
+                "apply_variant(c, 'paper', paper=dict(..., teacher='<checkpoint name>'))"
+            )
+        return c
     t.source, t.domain, t.role = "warm_start", "", "teacher"  # domain "" = model.domain
     if variant == "pulse":
         t.source, t.template = "hint", SOLUTION_VIEW

@@ -138,11 +138,14 @@ def _rows(ro: Rollout, **verdict) -> list[dict]:
 
 
 def _play(ctx: RolloutContext, problems, resume, key, turns: int):
-    """(Rollout, row dicts) of one sampler pass: rows resume at `resume` (None: fresh).
+    """(Rollout, row dicts, turn texts, observations) of one pass; rows resume at `resume`.
+
+    `resume`: per row a Resume or None (a fresh row), or None for all fresh.
 
     Single-turn: one response per row, its sampled part cut so the path holds at
     most max_new_tokens (verified later on the whole path). Episodes (turns > 0):
-    `run_episodes`, whose rewards are the environment's.
+    `run_episodes`, whose rewards are the environment's; the turn texts and
+    observations of each episode are returned (None single-turn).
     """
     params = ctx.params()
     if turns:
