@@ -37,7 +37,9 @@ Arms (`file.py:arm[,base]`): `spyrl` (default) and `grpo` (the self-improvement
 baseline at the same rollout budget: GRPO with the plain rollout on the task's own
 verifiable form, a civilian's vote on reference descriptions, B x G = 10 x 12 rows per
 step; it never plays a game in training). Base variants: "" (CPU), `pulse` (tiny
-random model, 2 steps, G = 12), `paper` (an HF model; every value ours, see below).
+random model, 2 steps, G = 12), `paper` (Qwen3-8B from a user-given checkpoint on a
+TPU v5p slice, `rl/paper_scale.py`'s shared block, 4 players and 6 attributes, G = 16,
+256 new tokens: every value ours, the abstract fixes none).
 
 Command: python -m rlvr_jax.main --config=experiments/spyrl/spyrl.py --workdir=runs/spyrl
 Runtime: ~3 CPU-minutes per arm (10 steps and two evaluations, below), after the
@@ -73,6 +75,14 @@ should give more non-constant groups: a run with 4 games per prompt at the same 
 from rlvr_jax.rl.config import apply_variant, default_config, split_arm
 
 ARMS = ("spyrl", "grpo")
+# `:paper` (rlvr_jax/rl/paper_scale.py; the abstract names no model, batch or optimizer):
+# every value ours, on the shared DAPO-recipe block.
+PAPER = dict(
+    model="qwen3-8b",  # ours
+    task=None,  # keep spy_describe (4 players, 6 attributes)
+    group_size=16,  # ours: 2 games x 4 players x 2 turns
+    max_new_tokens=256,  # ours: a description or a vote is short
+)
 
 
 def get_config(variant: str = ""):
@@ -92,19 +102,11 @@ def get_config(variant: str = ""):
     c.eval.every = 0
     c.eval.num_problems = 64  # also the number of games per evaluation side
     c.eval.n_samples = 4
+    if base == "paper":  # the task's full game (ours: the abstract gives no game size)
+        c.task.options = '{"num_players": 4, "num_attributes": 6}'
+    c = apply_variant(c, base, paper=PAPER)
     if base == "paper":
-        # The abstract gives no model, batch or optimizer: every value here is ours.
-        c.model.source = "pretrained"
-        c.model.path = "/path/to/hf-model"  # placeholder: --config.model.path
-        c.task.options = '{"num_players": 4, "num_attributes": 6}'  # the task's full game
-        c.data.group_size = 16  # 2 games x 4 players x 2 turns
-        c.data.prompts_per_step = 64
-        c.rollout.max_new_tokens = 256
-        c.optimizer.lr = 1e-6
-        c.train.steps = 200
-        c.eval.every = 20
         return c
-    c = apply_variant(c, base)
     if base == "pulse":
         c.task.name = "spy_describe"  # apply_variant's pulse task is arithmetic
         c.task.options = '{"num_players": 3, "num_attributes": 4}'
