@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-TREE_ROLLOUTS = "tree / game / reflection rollouts issue"
 PIPELINES = "a pipeline run (rlvr_jax.pipeline)"
 
 
@@ -147,7 +146,7 @@ PAPERS = (
         "spyrl",
         "RLSVR / SpyRL self-play",
         "self-play vote rewards beat self-improvement baselines",
-        f"{TREE_ROLLOUTS}: the self-play game",
+        manual="no repro.py yet: a one-seed miniature vs GRPO in experiments/spyrl/spyrl.py",
     ),
     Paper(
         "vigor",
