@@ -127,35 +127,6 @@ _PRESETS = {
         rope_theta=10_000.0,
         max_position_embeddings=4096,
     ),
-    "qwen2.5-math-7b": dict(
-        _QWEN25,
-        vocab_size=152064,
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_layers=28,
-        num_heads=28,
-        num_kv_heads=4,
-        tie_word_embeddings=False,
-        rope_theta=10_000.0,
-        max_position_embeddings=4096,
-    ),
-    # Distilled from DeepSeek-R1 into Qwen2.5-Math-1.5B: its shapes, an untied head, 128k
-    # context, the R1 tokenizer's special ids.
-    "deepseek-r1-distill-qwen-1.5b": dict(
-        _QWEN25,
-        vocab_size=_QWEN_VOCAB,
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_layers=28,
-        num_heads=12,
-        num_kv_heads=2,
-        tie_word_embeddings=False,
-        rope_theta=10_000.0,
-        max_position_embeddings=131072,
-        bos_token_id=151646,
-        eos_token_id=151643,
-        pad_token_id=151643,
-    ),
     "llama-3.1-8b": dict(
         model_type="llama",
         vocab_size=128256,
@@ -180,6 +151,20 @@ _PRESETS = {
         eos_token_id=128001,
     ),
 }
+# Same shapes as a preset above, another context / RoPE / head tying.
+_PRESETS["qwen2.5-math-7b"] = dict(
+    _PRESETS["qwen2.5-7b"], rope_theta=10_000.0, max_position_embeddings=4096
+)
+# Distilled from DeepSeek-R1 into Qwen2.5-Math-1.5B: its shapes, an untied head, 128k
+# context, the R1 tokenizer's special ids.
+_PRESETS["deepseek-r1-distill-qwen-1.5b"] = dict(
+    _PRESETS["qwen2.5-math-1.5b"],
+    tie_word_embeddings=False,
+    max_position_embeddings=131072,
+    bos_token_id=151646,
+    eos_token_id=151643,
+    pad_token_id=151643,
+)
 
 NAMES = tuple(_PRESETS)
 
