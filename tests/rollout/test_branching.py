@@ -33,9 +33,9 @@ def policy():
     return model, Sampler(model, pad_id=TOK.pad_id or 0)
 
 
-def _ctx(policy, counts, key=0, max_new_tokens=10):
+def _ctx(policy, counts, key=0, max_new_tokens=10, task=None):
     model, sampler = policy
-    task = tasks.get("arithmetic")
+    task = task or tasks.get("arithmetic")
     params = SamplingParams(max_new_tokens=max_new_tokens, stop_token_ids=TOK.stop_ids)
     request = Request(task.problems(len(counts), "train"), np.asarray(counts))
     return RolloutContext(

@@ -20,12 +20,13 @@ from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import credit, signals
 from rlvr_jax.rl.methods.branch_signals import tree_layout
-from rlvr_jax.rollout import ROLLOUTS, Request, RolloutContext
+from rlvr_jax.rollout import ROLLOUTS
 from rlvr_jax.rollout.multiturn import Resume, run_episodes
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.testing import parity_tool_episodes, tiny_config
 from rlvr_jax.tokenizers import cut_at_stop
 from rlvr_jax.train.warmstart import default_tokenizer
+from tests.rollout.test_branching import _ctx as branching_ctx
 
 TOK = default_tokenizer()
 HP = dict(ROLLOUTS.get("branching").defaults)
@@ -48,13 +49,8 @@ def policy():
 
 
 def _ctx(policy, counts, key=0):
-    model, sampler = policy
-    task = _task()
-    params = SamplingParams(max_new_tokens=TURN_TOKENS, stop_token_ids=TOK.stop_ids)
-    request = Request(task.problems(len(counts), "train"), np.asarray(counts))
-    return RolloutContext(
-        sampler, TOK, task, nnx.state(model), params, jax.random.PRNGKey(key), request
-    )
+    """A tool-episode rollout context (test_branching's, with the episode task and turn budget)."""
+    return branching_ctx(policy, counts, key=key, max_new_tokens=TURN_TOKENS, task=_task())
 
 
 @pytest.fixture(scope="module")
