@@ -4,11 +4,27 @@
 
 Both arms generate G = 8 rows per prompt: CBPO's are 2 roots and their
 branches from entropy-screened positions, GRPO's 8 independent samples.
+The "@tool" arms branch inside model turns of multi-turn tool_lookup episodes
+(cbpo.py:tool_lookup) against the agentic page's GRPO runs
+(experiments/agentic/repro.py), in that page's miniature (its SHRUNK).
 """
+
+import dataclasses
+import importlib.util
+from pathlib import Path
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.metrics import TOKENS
 from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
+
+_spec = importlib.util.spec_from_file_location(
+    "_repro_agentic_arms", Path(__file__).parents[1] / "agentic" / "repro.py"
+)
+_agentic = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_agentic)
+# The tool arms override the page's COMMON with the agentic miniature, so the GRPO arm
+# resolves to the agentic page's config (the same runs).
+GRPO_TOOL = dataclasses.replace(_agentic.GRPO_TOOL, name="grpo@tool", overrides=_agentic.SHRUNK)
 
 CBV = Metric(
     "node CBV",
@@ -32,6 +48,14 @@ def get_reproduction() -> Reproduction:
                 "credited once",
             ),
             GRPO,
+            Arm(
+                "cbpo@tool",
+                "cbpo/cbpo.py:tool_lookup",
+                dict(_agentic.SHRUNK),
+                note="the same branching inside model turns of tool_lookup episodes "
+                "(environment tokens never branch points)",
+            ),
+            GRPO_TOOL,
         ),
         baseline="grpo",
         metrics=(PASS_1, pass_at(8), TOKENS, CBV),
@@ -43,11 +67,18 @@ def get_reproduction() -> Reproduction:
                 "grpo",
                 "higher",
             ),
+            Claim(
+                "CBPO beats policy-optimization baselines (tool_lookup episodes)",
+                "pass@1",
+                "cbpo@tool",
+                "grpo@tool",
+                "higher",
+            ),
         ),
         shrunk=shrunk(
-            extra="This page's miniature is single-turn Countdown; branching inside model "
-            "turns of tool episodes (cbpo.py:tool_lookup) is built but not on this page, and "
-            "the paper's search benchmarks are not built."
+            extra="Single-turn Countdown arms as the other pages; the @tool arms on tool_lookup "
+            "episodes with the agentic page's miniature (10 steps of 16 prompts, 64 test "
+            "problems). The paper's search benchmarks are not built."
         ),
         common=COMMON,
         tuning=TUNING,
