@@ -5,42 +5,23 @@ copied prefix, the continuation's log-probs under teacher forcing with that
 prefix, the budget, and the node choice are all checked against what was sampled.
 """
 
-import jax
 import numpy as np
 import pytest
 from flax import nnx
 
 from rlvr_jax import tasks
-from rlvr_jax.models import init_model
 from rlvr_jax.models.scoring import token_logps
-from rlvr_jax.rollout import ROLLOUTS, Request, RolloutContext, score
+from rlvr_jax.rollout import ROLLOUTS, score
 from rlvr_jax.rollout.branching import choose_nodes, tree_stats
-from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.testing import parity_score_rows, tiny_config
-from rlvr_jax.train.warmstart import default_tokenizer
+from rlvr_jax.testing import parity_score_rows
+from tests.rollout.common import rollout_ctx
 
-TOK = default_tokenizer()
 _logps = nnx.jit(token_logps)
 HP = dict(ROLLOUTS.get("branching").defaults)
 
 
-@pytest.fixture(scope="module")
-def policy():
-    cfg = tiny_config(
-        vocab_size=TOK.vocab_size, eos_token_id=TOK.eos_id, max_position_embeddings=512
-    )
-    model = init_model(cfg, seed=0)
-    return model, Sampler(model, pad_id=TOK.pad_id or 0)
-
-
 def _ctx(policy, counts, key=0, max_new_tokens=10, task=None):
-    model, sampler = policy
-    task = task or tasks.get("arithmetic")
-    params = SamplingParams(max_new_tokens=max_new_tokens, stop_token_ids=TOK.stop_ids)
-    request = Request(task.problems(len(counts), "train"), np.asarray(counts))
-    return RolloutContext(
-        sampler, TOK, task, nnx.state(model), params, jax.random.PRNGKey(key), request
-    )
+    return rollout_ctx(policy, task or tasks.get("arithmetic"), counts, key, max_new_tokens)
 
 
 @pytest.fixture(scope="module")

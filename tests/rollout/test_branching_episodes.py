@@ -15,20 +15,17 @@ from flax import nnx
 from rlvr_jax import tasks
 from rlvr_jax.core import advantages as adv_lib
 from rlvr_jax.core import cbpo
-from rlvr_jax.models import init_model
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import credit, signals
 from rlvr_jax.rl.methods.branch_signals import tree_layout
 from rlvr_jax.rollout import ROLLOUTS
 from rlvr_jax.rollout.multiturn import Resume, run_episodes
-from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.testing import parity_tool_episodes, tiny_config
+from rlvr_jax.sampling import SamplingParams
+from rlvr_jax.testing import parity_tool_episodes
 from rlvr_jax.tokenizers import cut_at_stop
-from rlvr_jax.train.warmstart import default_tokenizer
-from tests.rollout.test_branching import _ctx as branching_ctx
+from tests.rollout.common import TOK, rollout_ctx
 
-TOK = default_tokenizer()
 HP = dict(ROLLOUTS.get("branching").defaults)
 G = 8
 TURN_TOKENS = 10
@@ -39,18 +36,9 @@ def _task():
     return tasks.get("tool_lookup", num_lookups=1, max_name_syllables=1, instructions=False)
 
 
-@pytest.fixture(scope="module")
-def policy():
-    cfg = tiny_config(
-        vocab_size=TOK.vocab_size, eos_token_id=TOK.eos_id, max_position_embeddings=512
-    )
-    model = init_model(cfg, seed=0)
-    return model, Sampler(model, pad_id=TOK.pad_id or 0)
-
-
 def _ctx(policy, counts, key=0):
-    """A tool-episode rollout context (test_branching's, with the episode task and turn budget)."""
-    return branching_ctx(policy, counts, key=key, max_new_tokens=TURN_TOKENS, task=_task())
+    """A tool-episode rollout context (the episode task and turn budget)."""
+    return rollout_ctx(policy, _task(), counts, key, TURN_TOKENS)
 
 
 @pytest.fixture(scope="module")

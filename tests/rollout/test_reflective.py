@@ -6,40 +6,22 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from flax import nnx
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the "guidance" signal, "grsd" transform)
 from rlvr_jax import tasks
-from rlvr_jax.models import init_model
 from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import credit, signals
-from rlvr_jax.rollout import ROLLOUTS, Request, RolloutContext, score
+from rlvr_jax.rollout import ROLLOUTS, score
 from rlvr_jax.rollout.reflective import GUIDANCE_FIELD, _generate
-from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.testing import parity_score_rows, parity_tool_episodes, score_context, tiny_config
+from rlvr_jax.testing import parity_score_rows, parity_tool_episodes, score_context
 from rlvr_jax.tokenizers import cut_at_stop
-from rlvr_jax.train.warmstart import default_tokenizer
+from tests.rollout.common import TOK, rollout_ctx
 
-TOK = default_tokenizer()
 HP = dict(ROLLOUTS.get("reflective").defaults, reflection_tokens=12, guidance_tokens=10)
 
 
-@pytest.fixture(scope="module")
-def policy():
-    cfg = tiny_config(
-        vocab_size=TOK.vocab_size, eos_token_id=TOK.eos_id, max_position_embeddings=512
-    )
-    model = init_model(cfg, seed=0)
-    return model, Sampler(model, pad_id=TOK.pad_id or 0)
-
-
 def _ctx(policy, task, counts, max_new_tokens=10):
-    model, sampler = policy
-    params = SamplingParams(max_new_tokens=max_new_tokens, stop_token_ids=TOK.stop_ids)
-    request = Request(task.problems(len(counts), "train"), np.asarray(counts))
-    return RolloutContext(
-        sampler, TOK, task, nnx.state(model), params, jax.random.PRNGKey(1), request
-    )
+    return rollout_ctx(policy, task, counts, key=1, max_new_tokens=max_new_tokens)
 
 
 @pytest.fixture(scope="module")

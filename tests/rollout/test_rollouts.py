@@ -10,37 +10,20 @@ from flax import nnx
 
 from rlvr_jax import tasks
 from rlvr_jax.core import off_context
-from rlvr_jax.models import init_model, lora
+from rlvr_jax.models import lora
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.models.transformer import HiddenPerturbation
-from rlvr_jax.rollout import ROLLOUTS, Request, RolloutContext, score
+from rlvr_jax.rollout import ROLLOUTS, score
 from rlvr_jax.rollout.guided import solution_prefix
 from rlvr_jax.rollout.score import Verdicts
-from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.testing import parity_score_rows, tiny_config
+from rlvr_jax.testing import parity_score_rows
 from rlvr_jax.tokenizers import encode_prompt
-from rlvr_jax.train.warmstart import default_tokenizer
+from tests.rollout.common import TOK, rollout_ctx
 
-TOK = default_tokenizer()  # the task tokenizer: it renders the tasks' text
 _logps = nnx.jit(token_logps)
 
 
-@pytest.fixture(scope="module")
-def policy():
-    cfg = tiny_config(
-        vocab_size=TOK.vocab_size, eos_token_id=TOK.eos_id, max_position_embeddings=512
-    )
-    model = init_model(cfg, seed=0)
-    return model, Sampler(model, pad_id=TOK.pad_id or 0)
-
-
-def _ctx(policy, task, counts, key=0, max_new_tokens=8, **kw):
-    model, sampler = policy
-    params = SamplingParams(max_new_tokens=max_new_tokens, stop_token_ids=TOK.stop_ids)
-    request = Request(task.problems(len(counts), "train"), np.asarray(counts))
-    return RolloutContext(
-        sampler, TOK, task, nnx.state(model), params, jax.random.PRNGKey(key), request, **kw
-    )
+_ctx = rollout_ctx
 
 
 def _teacher_forced(model, groups):

@@ -10,19 +10,17 @@ import pytest
 from flax import nnx
 
 from rlvr_jax import tasks
-from rlvr_jax.models import init_model
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl.config import default_config, validate
 from rlvr_jax.rollout import ROLLOUTS, Request, RolloutContext, self_play
 from rlvr_jax.rollout.groups import SUBGROUP
 from rlvr_jax.rollout.self_play import SUBGROUPS, evaluate_vs_frozen, player_rewards
-from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.sampling import SamplingParams
 from rlvr_jax.tasks.spy import player_prompt, vote_prompt
-from rlvr_jax.testing import parity_vote, tiny_config
+from rlvr_jax.testing import parity_vote
 from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
-from rlvr_jax.train.warmstart import default_tokenizer
+from tests.rollout.common import TOK, tiny_policy
 
-TOK = default_tokenizer()
 _logps = nnx.jit(token_logps)
 
 
@@ -101,11 +99,7 @@ def test_a_leak_or_an_empty_description_zeroes_both_rows_of_that_player():
 # ------------------------------------------------------------------------ the rollout
 @pytest.fixture(scope="module")
 def played():
-    cfg = tiny_config(
-        vocab_size=TOK.vocab_size, eos_token_id=TOK.eos_id, max_position_embeddings=1024
-    )
-    model = init_model(cfg, seed=0)
-    sampler = Sampler(model, pad_id=TOK.pad_id or 0)
+    model, sampler = tiny_policy(max_position_embeddings=1024)
     task = tasks.get("spy_describe", num_players=3)
     params = SamplingParams(max_new_tokens=8, stop_token_ids=TOK.stop_ids)
     req = Request(task.problems(2, "train"), np.array([12, 12]))  # 2 games of 3 per problem
