@@ -46,8 +46,19 @@ episodes only (docs/base_models.md): its "reflections" and "guidance" are tool c
 (the run log shows them), so on it the self-teacher's signal is a prompt perturbation
 rather than advice.
 Runtime: three sampler calls per step (trajectories, reflections, guidance) and one
-more policy forward to score. Result against GRPO: not measured (the reproduction
-page, experiments/grsd/repro.py, runs it). Single process only.
+more policy forward to score.
+Measured (one seed, a miniature, not a reproduction): GRSD vs GRPO
+(experiments/agentic/tool_lookup.py) at an equal rollout budget, 10 steps of 16 episodes
+× G = 8 on the tool_lookup base, held-out pass@1 on 64 test problems × 8 samples, the
+reproduction page's runs (`python scripts/reproduce.py grsd --seeds 0 --pin 1`,
+docs/reproductions/grsd.md; one core of this 2-core VM under load):
+  arm   pass@1 before -> after   pass@8 after   turns   CPU s
+  GRSD  43.9 -> 46.3             93.8           3.79    565
+  GRPO  43.9 -> 46.9             95.3           3.74    465
+No difference is resolved (one seed; the s.e. of a pass@1 on 512 samples is ~2 points).
+Guidance reached 75-88% of the rows each step and moved the self-teacher's log-probs by
+-0.63 to -0.73 nats per token on average (|shift| 0.67-0.77): it lowers nearly every
+token, the prompt-perturbation effect described above, not advice. Single process only.
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract:
 unnamed scales) on the tool_lookup episodes (the paper's multi-turn agent setting), 1024

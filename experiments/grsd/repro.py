@@ -9,7 +9,7 @@ config and miniature, hence the same runs.
 import importlib.util
 from pathlib import Path
 
-from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
+from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.metrics import GAIN, PASS_1_BEFORE
 from rlvr_jax.repro.miniature import TUNING
 
@@ -18,6 +18,32 @@ _spec = importlib.util.spec_from_file_location(
 )
 _agentic = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_agentic)
+
+
+SHIFT = Metric(
+    "guidance shift",
+    "grsd/shift",
+    reduce="mean",
+    fmt="{:+.3f}",
+    doc="mean per-token log-prob shift ℓ(guided) − ℓ(plain) of the self-teacher on the "
+    "trajectories it rescales, in nats",
+)
+GUIDED = Metric(
+    "guided rows",
+    "grsd/guided_rows",
+    reduce="mean",
+    scale=100.0,
+    fmt="{:.1f}",
+    doc="share of training rows whose group got guidance (groups with a success and a "
+    "failure), in %",
+)
+REFLECTION = Metric(
+    "reflection len",
+    "rollout/reflection_len",
+    reduce="mean",
+    fmt="{:.1f}",
+    doc="mean reflection length in tokens",
+)
 
 
 def get_reproduction() -> Reproduction:
@@ -36,7 +62,16 @@ def get_reproduction() -> Reproduction:
         ),
         baseline="grpo",
         common=_agentic.SHRUNK,
-        metrics=(PASS_1_BEFORE, PASS_1, GAIN, pass_at(8), _agentic.TURNS),
+        metrics=(
+            PASS_1_BEFORE,
+            PASS_1,
+            GAIN,
+            pass_at(8),
+            _agentic.TURNS,
+            SHIFT,
+            GUIDED,
+            REFLECTION,
+        ),
         claims=(
             Claim(
                 "GRSD beats agentic RL baselines (here: GRPO on the same episodes)",
