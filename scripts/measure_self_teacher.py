@@ -71,6 +71,9 @@ class ViewTask:
     def verify(self, problem, response):
         return self.task.verify(problem, response)
 
+    def group_metrics(self, problem, responses):  # the task's (Countdown: coverage, entropy)
+        return self.task.group_metrics(problem, responses)
+
 
 def pass_at_1(model, tokenizer, task, args) -> dict:
     res = evaluate_task(

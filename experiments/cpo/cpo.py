@@ -1,4 +1,4 @@
-"""CPO (Contrastive Policy Optimization) on the warm-start Countdown base, in three arms.
+"""CPO (Contrastive Policy Optimization) on the privileged warm-start Countdown base, in three arms.
 
 Reproduces, in miniature, CPO against GRPO and against entropy-based advantage
 shaping (experiments/cpo/entropy_shaping.py, the baseline the paper compares
@@ -57,4 +57,4 @@ def get_config(variant: str = ""):
     c.credit.cpo.tau = 1.0  # τ of τ·tanh(d/τ) (ours; 0 = unbounded d)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, base, paper=PAPER)
+    return apply_variant(c, base, paper=PAPER, self_teacher=True)

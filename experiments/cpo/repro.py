@@ -7,7 +7,7 @@ rollouts only and on wrong rollouts only.
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO_PRIVILEGED, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -19,10 +19,11 @@ def get_reproduction() -> Reproduction:
             Arm(
                 "entropy",
                 "cpo/entropy_shaping.py",
+                {"model.role": "privileged"},  # the CPO arms' policy
                 role="baseline",
                 note="entropy-based advantage shaping (α = 0.4, κ = 2)",
             ),
-            GRPO,
+            GRPO_PRIVILEGED,
             Arm(
                 "correct-only",
                 "cpo/cpo.py:correct_only",

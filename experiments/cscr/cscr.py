@@ -1,4 +1,4 @@
-"""CSCR (Counterfactual Sensitivity Credit Reallocation) on the warm-start Countdown base.
+"""CSCR (Counterfactual Sensitivity Credit Reallocation) on the privileged Countdown base.
 
 Reproduces, in miniature, CSCR against GRPO: each rollout is rescored by the
 policy under two privileged contexts, one asserting its answer is correct and
@@ -46,4 +46,4 @@ def get_config(variant: str = ""):
     c.credit.cscr.budget = "tokens"  # Σ_t w_t = n_i
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant, paper=PAPER)
+    return apply_variant(c, variant, paper=PAPER, self_teacher=True)

@@ -4,7 +4,7 @@ python scripts/reproduce.py cscr --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO_PRIVILEGED, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -18,7 +18,7 @@ def get_reproduction() -> Reproduction:
                 note="w_t ∝ (1 + s_t)^−1 from the shifts under "
                 "'correct' / 'incorrect' contexts, renormalised, signs kept",
             ),
-            GRPO,
+            GRPO_PRIVILEGED,
             Arm(
                 "cscr-strong",
                 "cscr/cscr.py",

@@ -1,4 +1,4 @@
-"""DASH (Divergence-Adaptive Supervision Horizons) on the warm-start Countdown base.
+"""DASH (Divergence-Adaptive Supervision Horizons) on the privileged warm-start Countdown base.
 
 Reproduces, in miniature, DASH against plain on-policy self-distillation
 (OPSD): the self-teacher is the policy itself with the reference solution in
@@ -54,4 +54,4 @@ def get_config(variant: str = ""):
     c.credit.dash.outcome_coef = 0.0  # weight of the GRPO advantage (ours: 0, pure OPSD)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant, paper=PAPER)
+    return apply_variant(c, variant, paper=PAPER, self_teacher=True)

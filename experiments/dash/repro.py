@@ -4,7 +4,7 @@ python scripts/reproduce.py dash --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO, OPSD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO_PRIVILEGED, OPSD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -18,7 +18,7 @@ def get_reproduction() -> Reproduction:
                 note="gated backward aggregation over adaptive horizons H_t ∈ [1, 8]",
             ),
             OPSD,
-            GRPO,
+            GRPO_PRIVILEGED,
         ),
         baseline="opsd",
         metrics=(PASS_1, pass_at(8)),

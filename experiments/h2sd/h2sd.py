@@ -1,4 +1,4 @@
-"""H²SD (Hybrid Hindsight Self-Distillation) on the warm-start Countdown base.
+"""H²SD (Hybrid Hindsight Self-Distillation) on the privileged warm-start Countdown base.
 
 Reproduces, in miniature, H²SD against OPSD and GRPO. The self-teacher is the
 policy under a privileged context chosen by the verdict (score signal "hint"):
@@ -62,4 +62,4 @@ def get_config(variant: str = ""):
     c.loss.h2sd_kl.eps_high = 0.2
     c.loss.h2sd_kl.kl_coef = 1.0  # λ of the failed rows' reverse KL (ours)
     c.data.group_size = 8  # G
-    return apply_variant(c, variant, paper=PAPER)
+    return apply_variant(c, variant, paper=PAPER, self_teacher=True)

@@ -50,4 +50,4 @@ def get_config(variant: str = ""):
     c.loss.opd_full_kl.rl_coef = 1.0  # the PPO surrogate on A' (every row)
     c.loss.opd_full_kl.kl_coef = 1.0  # λ
     c.data.group_size = 8  # G
-    return apply_variant(c, variant, paper=PAPER)
+    return apply_variant(c, variant, paper=PAPER, self_teacher=True)

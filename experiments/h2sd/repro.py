@@ -4,7 +4,7 @@ python scripts/reproduce.py h2sd --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO, OPSD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRPO_PRIVILEGED, OPSD, TUNING, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -18,7 +18,7 @@ def get_reproduction() -> Reproduction:
                 note="successes: magnitude modulation by the "
                 "rephrasing view; failures: reverse KL to the hinted self-teacher",
             ),
-            GRPO,
+            GRPO_PRIVILEGED,
             OPSD,
         ),
         baseline="grpo",

@@ -44,4 +44,4 @@ def get_config(variant: str = ""):
     c.credit.rlsd.renorm = True  # mean m_t = 1 per row
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_variant(c, variant, paper=PAPER)
+    return apply_variant(c, variant, paper=PAPER, self_teacher=True)

@@ -24,6 +24,15 @@ GRPO = Arm(
     role="baseline",
     note="uniform prompts, GRPO advantages, PPO clip ε = 0.2 (docs/baselines.md)",
 )
+# The self-teacher pages (DASH, CPO, H²SD, CSCR) run on the Countdown base trained with
+# privileged-context examples (role "privileged"), so their GRPO arm does too.
+GRPO_PRIVILEGED = Arm(
+    "grpo",
+    "baselines/grpo.py",
+    {"model.role": "privileged"},
+    role="baseline",
+    note="GRPO on the privileged Countdown base (the self-teacher methods' policy)",
+)
 GRPO_ARITHMETIC = Arm(
     "grpo",
     "baselines/grpo.py:arithmetic",

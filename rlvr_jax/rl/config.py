@@ -44,7 +44,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.model = ml_collections.ConfigDict()
     c.model.source = "warm_start"  # one of MODEL_SOURCES
     c.model.domain = "countdown"  # warm_start: the warm-start domain (rlvr_jax.train.warmstart)
-    c.model.role = "base"  # warm_start: "base" or "teacher"
+    c.model.role = "base"  # warm_start: a role of the domain (train.warmstart_specs.ROLES)
     c.model.path = (
         ""  # pretrained: a Hugging Face directory (config.json + safetensors + tokenizer)
     )
@@ -234,13 +234,21 @@ VARIANTS = ("countdown", "arithmetic", "pulse", "paper")
 
 
 def apply_variant(
-    c: ml_collections.ConfigDict, variant: str, *, paper: dict | None = None
+    c: ml_collections.ConfigDict,
+    variant: str,
+    *,
+    paper: dict | None = None,
+    self_teacher: bool = False,
 ) -> ml_collections.ConfigDict:
     """Applies a shared `file.py:variant` suffix of the baseline experiments, in place.
 
     Variants:
-      "" / "countdown": the warm-start Countdown base (the default).
-      "arithmetic": the warm-start multi-step arithmetic base on its task.
+      "" / "countdown": the warm-start Countdown base (the default). With
+        `self_teacher` (methods that score the policy under a privileged context:
+        DASH, CPO, H²SD, RLSD, CSCR) its "privileged" role, the Countdown base
+        trained with privileged-context SFT examples (docs/base_models.md).
+      "arithmetic": the warm-start multi-step arithmetic base on its task (its
+        base has the privileged examples, so `self_teacher` changes nothing).
       "pulse": a tiny random model, 2 steps of a tiny batch: does the pipeline run
         (CI runs every baseline this way; the numbers mean nothing).
       "paper": the paper's model and scale on a TPU v5p slice, from a user-given
@@ -250,6 +258,8 @@ def apply_variant(
       `c`, for chaining.
     """
     if variant in ("", "countdown"):
+        if self_teacher:
+            c.model.role = "privileged"
         return c
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")

@@ -21,7 +21,7 @@ from rlvr_jax.train import judge, privileged
 from rlvr_jax.train.sft import end_of_turn_id
 
 # "judge": Cliff's first-mistake judge (`rlvr_jax.train.judge`), for tasks with a step locator.
-ROLES = ("base", "teacher", "judge")
+ROLES = ("base", "teacher", "judge", "privileged")
 # Spec fields added after models were cached -> the default left out of the hash.
 _LATE_FIELDS = {"multi_turn": False, "privileged_share": 0.0, "privileged_views": ()}
 # Multi-turn domains -> the model turns of a problem's reference episode. The
@@ -39,7 +39,8 @@ class WarmStartSpec:
 
     Attributes:
       domain: task name for `rlvr_jax.tasks.get`.
-      role: "base", "teacher" or "judge" (Cliff's first-mistake judge).
+      role: "base", "teacher", "judge" (Cliff's first-mistake judge) or "privileged"
+        (a base with a privileged share where the domain's base has none).
       task_options: the task's difficulty options, as sorted (name, value) pairs.
       hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, head_dim:
         the Qwen3 architecture (tied embeddings; vocab from the tokenizer).
@@ -182,6 +183,10 @@ PRIVILEGED = dict(
 SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ("countdown", "base"): _spec("countdown", "base", 128, 4, 800, 8000),
     ("countdown", "teacher"): _spec("countdown", "teacher", 128, 4, 1500, 12000),
+    # The Countdown base with the privileged share: the policy of the self-teacher
+    # methods on Countdown (a role of its own: the base keeps the hash every measured
+    # Countdown run is keyed by).
+    ("countdown", "privileged"): _spec("countdown", "privileged", 128, 4, 800, 8000, **PRIVILEGED),
     ("arithmetic", "base"): _spec("arithmetic", "base", 128, 4, 800, 6400, **PRIVILEGED),
     ("arithmetic", "teacher"): _spec("arithmetic", "teacher", 128, 4, 1000, 8000),
     ("arithmetic", "judge"): _spec("arithmetic", "judge", 128, 4, 1000, 8000),

@@ -31,12 +31,19 @@ def test_declaration_resolves(slug, tmp_path):
 
 
 def test_shared_arms_are_shared_runs(tmp_path):
-    """The GRPO baseline of every Countdown page is one run; SARA's arm is graph_difficulty's."""
+    """The GRPO baseline of every Countdown page is one run (one more on the privileged
+    base, shared by the self-teacher pages); SARA's arm is graph_difficulty's."""
     keys: dict[str, set[str]] = {}
+    pages: dict[str, set[str]] = {}
     for slug in SLUGS:
         for r in runs_lib.plan(load_reproduction(slug), [0], tmp_path):
-            keys.setdefault(f"{r.arm.name}:{r.arm.config}", set()).add(r.key)
-    assert all(len(k) == 1 for k in keys.values())
-    assert keys["sara:sara/sara.py"] == keys["sara:sara/sara.py"]
-    grpo = keys["grpo:baselines/grpo.py"]
+            arm = f"{r.arm.name}:{r.arm.config}:{sorted(r.arm.overrides.items())}"
+            keys.setdefault(arm, set()).add(r.key)
+            pages.setdefault(arm, set()).add(slug)
+    assert all(len(k) == 1 for k in keys.values()), {a: k for a, k in keys.items() if len(k) > 1}
+    assert {"sara", "graph_difficulty"} <= pages["sara:sara/sara.py:[]"]
+    privileged = "grpo:baselines/grpo.py:[('model.role', 'privileged')]"
+    assert {"dash", "cpo", "h2sd", "cscr"} <= pages[privileged]
+    assert keys[privileged] != keys["grpo:baselines/grpo.py:[]"]
+    grpo = keys["grpo:baselines/grpo.py:[]"]
     assert len(grpo) == 1

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from rlvr_jax import tasks
-from rlvr_jax.rl.config import SOLUTION_VIEW
+from rlvr_jax.rl import signals
+from rlvr_jax.rl.config import SOLUTION_VIEW, apply_variant, default_config
 from rlvr_jax.rl.methods import model_signals
 from rlvr_jax.testing import toy_tokenizer
 from rlvr_jax.train import privileged
@@ -111,3 +114,64 @@ def test_privileged_fields_hash_only_when_set():
     ) == round(spec.privileged_share * n)
     for key in SPECS:  # registered specs validate
         assert SPECS[key].privileged_share >= 0
+
+
+# ------------------------------------------ experiments' self-teachers in distribution
+def _scores_policy_under_a_view(c) -> bool:
+    """Whether a config's signals run the policy itself under a privileged view."""
+    names = signals.signal_names(c)
+    if "hint" in names or "cscr_shift" in names:
+        return True
+    return any(n in names and c.score[n].source == "hint" for n in _TEACHER_SIGNALS)
+
+
+_TEACHER_SIGNALS = ("teacher", "teacher_hidden", "teacher_topk")
+_EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
+
+
+def _experiment_configs():
+    for path in sorted(_EXPERIMENTS.glob("*/*.py")):
+        text = path.read_text()
+        if path.stem == "repro" or "def get_config" not in text or "rl.config" not in text:
+            continue
+        spec = importlib.util.spec_from_file_location(f"_exp_{path.parent.name}_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for variant in ("", "arithmetic"):
+            try:
+                c = module.get_config(variant)
+            except ValueError:  # the file has no such variant
+                continue
+            yield f"{path.parent.name}/{path.stem}:{variant}", c
+
+
+def test_every_self_teacher_experiment_runs_on_a_base_trained_in_its_views():
+    # A policy scored under "Reference solution: ..." must have seen such prompts in SFT
+    # (issue 12): its warm-start spec has a privileged share. Countdown's base has none,
+    # so those experiments use the "privileged" role; a GRPO config keeps the plain base.
+    checked = []
+    for name, c in _experiment_configs():
+        if c.model.source != "warm_start":
+            continue
+        spec = get_spec(c.model.domain, c.model.role)
+        if _scores_policy_under_a_view(c):
+            checked.append(name)
+            assert spec.privileged_share > 0, (name, c.model.domain, c.model.role)
+    assert {"dash/dash:", "cpo/cpo:", "cscr/cscr:", "h2sd/h2sd:", "h2sd/rlsd:"} <= set(checked)
+    assert "dash/dash:arithmetic" in checked
+    grpo = default_config()
+    assert get_spec(grpo.model.domain, grpo.model.role).privileged_share == 0
+
+
+def test_the_self_teacher_variant_switches_only_countdown():
+    c = default_config()
+    apply_variant(c, "", self_teacher=True)
+    assert (c.model.domain, c.model.role) == ("countdown", "privileged")
+    a = default_config()
+    apply_variant(a, "arithmetic", self_teacher=True)
+    assert (a.model.domain, a.model.role) == ("arithmetic", "base")
+    spec, base = get_spec("countdown", "privileged"), get_spec("countdown", "base")
+    assert spec.privileged_share == get_spec("arithmetic", "base").privileged_share > 0
+    # Apart from the share and its role, the privileged model is the Countdown base.
+    same = dataclasses.replace(spec, role="base", privileged_share=0.0, privileged_views=())
+    assert same == base
