@@ -82,6 +82,7 @@ from rlvr_jax.rl.critic import Critic, calibration_metrics
 from rlvr_jax.rl.select import COUNT_STATS, Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_update, make_value_fn
 from rlvr_jax.rollout import EVALUATORS, ROLLOUTS, Groups, Request, RolloutContext
+from rlvr_jax.rollout.groups import LABEL_FIELDS
 from rlvr_jax.run.guard import param_health
 from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
@@ -568,10 +569,13 @@ def _info_stats(groups: Groups) -> dict[str, float]:
     (rollout/x_reward, rollout/x_pass_rate, rollout/not_x_reward,
     rollout/not_x_pass_rate); another field gives its mean over the rows where it
     is finite (rollout/turns; CBPO's branches_per_root_B is NaN on branch rows).
+    Row labels (`groups.LABEL_FIELDS`: branch ids, sub-group ids) give nothing.
     """
     v = groups.valid
     out = {}
     for name, values in sorted(groups.info.items()):
+        if name in LABEL_FIELDS:
+            continue
         key = "rollout/" + name.removesuffix("_B")
         x = np.asarray(values)[v]
         if x.ndim != 1:  # not one number per row (e.g. GRSD's guidance_ids_BxN)

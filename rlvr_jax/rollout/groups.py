@@ -25,6 +25,8 @@ from rlvr_jax.tasks.base import Problem
 
 # Groups.info key of a plug-in's sub-grouping of each requested group (`split_subgroups`).
 SUBGROUP = "subgroup_B"
+# Groups.info keys that label rows (ids, not quantities): the trainer logs no mean of them.
+LABEL_FIELDS = frozenset({SUBGROUP, "branch_id_B", "branch_parent_B"})
 # [R, L] arrays, in the sampler's layout.
 ROW_FIELDS = (
     "tokens",
