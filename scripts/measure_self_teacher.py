@@ -8,12 +8,13 @@ For a warm-start base this script measures:
      problems; the hinted prompt is the view, the verifier unchanged). A
      teacher that reads its context scores well above the plain model under
      "solution" and "asserted_correct", and below it under "asserted_incorrect".
-  2. On tasks with an exact first-wrong-step locator (arithmetic): samples
-     plain-prompt responses, locates the first mistaken token k of each wrong
-     one, scores the sampled tokens under the "solution" view (ℓ^H) and
+  2. Samples plain-prompt responses, scores the sampled tokens under the
+     "solution" view (ℓ^H) and reports the OPSA teacher-noise statistics
+     (`core.opsa.teacher_noise_stats`) and the mean ℓ^H − ℓ^S on correct and
+     wrong rows. On tasks with an exact first-wrong-step locator (arithmetic)
+     it also locates the first mistaken token k of each wrong response and
      reports how often sign(ℓ^H − ℓ^S) agrees with Cliff's labels (+ before k,
-     − from k on; `core.opsa.mistake_sign_agreement`), and the OPSA
-     teacher-noise statistics (`core.opsa.teacher_noise_stats`).
+     − from k on; `core.opsa.mistake_sign_agreement`).
 
 Usage:
   python scripts/measure_self_teacher.py --domain arithmetic            # the registered base
@@ -90,8 +91,9 @@ def pass_at_1(model, tokenizer, task, args) -> dict:
     return {"pass@1": res["pass@1"], "reasons": dict(res["reasons"])}
 
 
-def sign_agreement(model, tokenizer, task, args) -> dict:
-    """Plain-prompt samples, their first mistakes, ℓ^S and ℓ^H under the solution view."""
+def token_signal(model, tokenizer, task, args) -> dict:
+    """Plain-prompt samples, ℓ^S and ℓ^H under the solution view (and, with a step
+    locator, their first mistakes)."""
     locate = task_signals.step_locator(task)
     problems = task.problems(args.problems, "test")
     stop_ids = tokenizer.stop_ids
@@ -121,7 +123,11 @@ def sign_agreement(model, tokenizer, task, args) -> dict:
         rows = task_signals.decode_rows(
             tokenizer, rows_problems, ro.tokens, ro.response_mask, valid
         )
-        first = task_signals.first_mistake_indices(locate, rows, ~correct)
+        first = (
+            task_signals.first_mistake_indices(locate, rows, ~correct)
+            if locate is not None
+            else np.zeros(len(correct), np.int32)
+        )
         prompts = [
             encode_prompt(tokenizer, privileged.render_view(privileged.SOLUTION_VIEW, p))
             for p in rows_problems
@@ -150,7 +156,9 @@ def sign_agreement(model, tokenizer, task, args) -> dict:
         return np.concatenate([np.pad(a, ((0, 0), (0, width - a.shape[1]))) for a in arrs])
 
     h, s, m, k, c = (cat(n) for n in ("hint", "student", "mask", "first", "correct"))
-    out = {key: float(v) for key, v in opsa.mistake_sign_agreement(h, s, k, m).items()}
+    out = {}
+    if locate is not None:
+        out.update({key: float(v) for key, v in opsa.mistake_sign_agreement(h, s, k, m).items()})
     out.update({k_: float(v) for k_, v in opsa.teacher_noise_stats(h, s, c, m).items()})
     r = np.where(m, h - s, 0.0)
     for label, sel in (("correct", c), ("wrong", ~c)):
@@ -174,8 +182,7 @@ def measure(spec, args) -> dict:
     }
     for view in args.views:
         out[view] = pass_at_1(model, tokenizer, ViewTask(task, privileged.VIEWS[view][0]), args)
-    if task_signals.step_locator(task) is not None:
-        out["sign_agreement"] = sign_agreement(model, tokenizer, task, args)
+    out["token_signal"] = token_signal(model, tokenizer, task, args)
     out["cpu_seconds"] = round(time.process_time() - start, 1)
     return out
 

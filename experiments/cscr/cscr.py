@@ -14,7 +14,8 @@ the context wordings of score.cscr_shift (`train.privileged.ASSERTED_*_VIEW`); G
 token PPO clip ε = 0.2, G = 8.
 
 The warm-start bases see both contexts in SFT (docs/base_models.md,
-"Privileged-context examples"; countdown's base has no privileged share yet).
+"Privileged-context examples"; on Countdown the "privileged" base, which solves
+0.10 under the "correct" note and 0.07 under the "incorrect" one vs 0.15 plain).
 Every step logs each context's informativeness in metrics.jsonl under
 "cscr_correct/" and "cscr_incorrect/": noise_frac*, r_mean_correct / _wrong and,
 on arithmetic, sign_agree* (the sign of ℓ± − ℓ against the exact first mistake;
