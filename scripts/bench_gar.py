@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
-import importlib.util
 import json
 import resource
 import statistics
@@ -49,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from rlvr_jax import pyfile
 from rlvr_jax.core import gar as gar_lib
 from rlvr_jax.models.transformer import init_model
 from rlvr_jax.rl import objectives, signals
@@ -203,9 +203,7 @@ def _clock(rec, name, fn):
 def _step_bench(a):
     """Runs the GAR experiment through the trainer and clocks each stage of its steps."""
     path, _, variant = a.config.partition(":")
-    spec = importlib.util.spec_from_file_location("gar_config", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = pyfile.load(path, "gar_config")
     c = module.get_config(variant)
     c.train.steps = a.steps
     c.eval.at_start = False

@@ -16,10 +16,10 @@ the base spectra kept) and task arithmetic ("task_vectors").
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 from pathlib import Path
 
+from rlvr_jax import pyfile
 from rlvr_jax.analysis.multilingual import heatmap, markdown, train_eval_matrix
 from rlvr_jax.train.eval_checkpoint import parse_options
 
@@ -43,9 +43,7 @@ def main() -> None:
     )
     a = p.parse_args()
     logging.basicConfig(level=logging.INFO)
-    spec = importlib.util.spec_from_file_location("experiment", a.config)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = pyfile.load(a.config, "experiment")
     overrides = parse_options(a.set)
 
     def make_config(language):

@@ -15,7 +15,7 @@ PACKAGE = ROOT / "rlvr_jax"
 
 # Bottom -> top. A package may import from its own layer (without a cycle) or below.
 LAYERS = (
-    ("registry", "locking", "tasks", "tokenizers", "sharding", "distributed"),
+    ("registry", "pyfile", "locking", "tasks", "tokenizers", "sharding", "distributed"),
     ("models", "data", "scheduling"),
     ("core", "optim"),
     ("sampling",),

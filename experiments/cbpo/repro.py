@@ -10,18 +10,14 @@ The "@tool" arms branch inside model turns of multi-turn tool_lookup episodes
 """
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 
+from rlvr_jax import pyfile
 from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.metrics import TOKENS
 from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 
-_spec = importlib.util.spec_from_file_location(
-    "_repro_agentic_arms", Path(__file__).parents[1] / "agentic" / "repro.py"
-)
-_agentic = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_agentic)
+_agentic = pyfile.load(Path(__file__).parents[1] / "agentic" / "repro.py", "_repro_agentic_arms")
 # The tool arms override the page's COMMON with the agentic miniature, so the GRPO arm
 # resolves to the agentic page's config (the same runs).
 GRPO_TOOL = dataclasses.replace(_agentic.GRPO_TOOL, name="grpo@tool", overrides=_agentic.SHRUNK)

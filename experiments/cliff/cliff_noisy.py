@@ -20,27 +20,18 @@ Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
-from rlvr_jax.rl.config import apply_variant, default_config
+from pathlib import Path
 
-PAPER = dict(
-    task=None,  # arithmetic: the exact locator needs its step traces
-    max_new_tokens=2048,  # ours: arithmetic traces are short
-)
+from rlvr_jax import pyfile
+
+_exact = pyfile.load(Path(__file__).with_name("cliff_exact.py"), "_cliff_exact")
+PAPER = _exact.PAPER
 
 
 def get_config(variant: str = ""):
     if variant == "countdown":
         raise ValueError("cliff_noisy.py:countdown: Countdown has no step verifier")
-    c = default_config()
-    c.model.domain = c.task.name = "arithmetic"  # step traces for the exact locator
-    c.score.signals = "first_mistake"
+    c = _exact.get_config(variant)  # the exact locator's config, variant applied
     c.score.first_mistake.locator = "noisy"
     c.score.first_mistake.error_rate = 0.3  # share of wrong locations (ours)
-    c.credit.name = "grpo"
-    c.credit.transforms = "cliff"
-    c.credit.cliff.a = 1.0
-    c.credit.cliff.b = 1.0
-    c.credit.cliff.scale = True
-    c.loss.name = "ppo_clip"
-    c.data.group_size = 8  # G
-    return apply_variant(c, variant, paper=PAPER)
+    return c

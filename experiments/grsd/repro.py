@@ -6,18 +6,14 @@ The GRPO arm is the agentic page's (experiments/agentic/repro.py): the same
 config and miniature, hence the same runs.
 """
 
-import importlib.util
 from pathlib import Path
 
+from rlvr_jax import pyfile
 from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.metrics import GAIN, PASS_1_BEFORE
 from rlvr_jax.repro.miniature import TUNING
 
-_spec = importlib.util.spec_from_file_location(
-    "_repro_agentic_arms", Path(__file__).parents[1] / "agentic" / "repro.py"
-)
-_agentic = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_agentic)
+_agentic = pyfile.load(Path(__file__).parents[1] / "agentic" / "repro.py", "_repro_agentic_arms")
 
 
 SHIFT = Metric(

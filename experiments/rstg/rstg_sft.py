@@ -37,9 +37,9 @@ paper's form (the SFT term added to the same objective) is not what runs here, a
 the SFT steps / lr are ours and untuned. One seed, no baseline arm.
 """
 
-import importlib.util
 from pathlib import Path
 
+from rlvr_jax import pyfile
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 
 ROUNDS = 2  # R (ours)
@@ -52,10 +52,7 @@ SCALES = {
 
 def _rstg_rl(variant: str):
     """experiments/rstg/rstg.py's RL config (the RSTG credit transform and its teacher)."""
-    spec = importlib.util.spec_from_file_location("rstg", Path(__file__).with_name("rstg.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.get_config(variant)
+    return pyfile.load(Path(__file__).with_name("rstg.py"), "rstg").get_config(variant)
 
 
 def get_config(variant: str = ""):

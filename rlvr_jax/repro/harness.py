@@ -8,9 +8,9 @@ Runs are shared and resumed as `rlvr_jax.repro.runs` describes; the page is
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from rlvr_jax import pyfile
 from rlvr_jax.repro import page as page_lib
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.repro.results import collect
@@ -35,10 +35,7 @@ def load_reproduction(slug: str, experiments: Path = runs_lib.EXPERIMENTS) -> Re
         raise FileNotFoundError(
             f"{file} does not exist; reproductions: {', '.join(declared_slugs(experiments))}"
         )
-    spec = importlib.util.spec_from_file_location(f"_repro_{slug}", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    repro = module.get_reproduction()
+    repro = pyfile.load(file, f"_repro_{slug}").get_reproduction()
     if repro.slug != slug:
         raise ValueError(f"{file}: declares slug {repro.slug!r}, expected {slug!r}")
     return repro

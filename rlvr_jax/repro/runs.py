@@ -33,7 +33,6 @@ import dataclasses
 import datetime
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -47,6 +46,7 @@ from typing import Any
 
 import ml_collections
 
+from rlvr_jax import pyfile
 from rlvr_jax.repro.spec import Arm, Reproduction
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,9 +84,7 @@ def load_config(ref: str) -> ml_collections.ConfigDict:
     file = EXPERIMENTS / path
     if not file.is_file():
         raise FileNotFoundError(f"experiment config {file} does not exist (arm config {ref!r})")
-    spec = importlib.util.spec_from_file_location(f"_repro_cfg_{file.stem}", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = pyfile.load(file, f"_repro_cfg_{file.stem}")
     return module.get_config(variant) if variant else module.get_config()
 
 
