@@ -18,27 +18,19 @@ votes than it trains on); ties go to the answer seen first in the group; rows
 without an answer get 0 and do not vote; token PPO clip ε = 0.2.
 
 Command: python -m rlvr_jax.main --config=experiments/om_grpo/ttrl.py --workdir=runs/ttrl
-Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
-Test-time training (variant suffix "ttt": `:ttt`, `:arithmetic+ttt`, `:pulse+ttt`):
-the prompt pool is the eval prompts themselves (task.train_split = "test",
-task.train_size = eval.num_problems), trained on without their labels and
-evaluated on after training (and before, eval.at_start): the paper's
-unlabeled test-time setting. config.validate refuses a test-split pool unless
-the reward is label-free.
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps); test-time training
+(`:ttt`, `:arithmetic+ttt`, `:pulse+ttt`) and paper scale (`:paper`, `:paper+ttt`) as
+experiments/om_grpo/om_grpo.py (its `apply_ttt`).
 Runtime: not measured; grpo.py's.
-
-Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: three
-unnamed backbones) on math_file, answers canonicalised as text (math-verify is the
-verifier, not the consensus key); `:paper+ttt` trains on the 500 eval problems; the
-shared block (ours).
-Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
-`--config.task.options` with the data path for math_file) on the v5p slice the plan row
-names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
-from rlvr_jax.rl.config import apply_variant, default_config
+from pathlib import Path
 
-PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
+from rlvr_jax import pyfile
+from rlvr_jax.rl.config import default_config
+
+_om_grpo = pyfile.load(Path(__file__).with_name("om_grpo.py"), "_om_grpo")
+PAPER = _om_grpo.PAPER  # the variants (ttt, paper) are om_grpo.py's
 
 
 def get_config(variant: str = ""):
@@ -47,15 +39,4 @@ def get_config(variant: str = ""):
     c.credit.name = "grpo"  # normalises the vote rewards within each group
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G: rollouts, and voters, per prompt
-    return apply_ttt(c, variant)
-
-
-def apply_ttt(c, variant: str):
-    """`variant` with an optional "+ttt" / "ttt" suffix: train on the unlabeled eval prompts."""
-    base = variant.removesuffix("ttt").removesuffix("+")
-    apply_variant(c, base, paper=PAPER)
-    if variant.endswith("ttt"):
-        c.task.train_split = "test"  # the eval split: the prompts reported on
-        c.task.train_size = c.eval.num_problems  # exactly those prompts (indices 0..n-1)
-        c.eval.at_start = True  # before / after on the same prompts
-    return c
+    return _om_grpo.apply_ttt(c, variant)
