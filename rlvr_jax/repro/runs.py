@@ -17,6 +17,7 @@ Each workdir holds the trainer's files plus
   repro.json   the harness's record: key, command, arms that use it, and every
                attempt (start time, wall and CPU seconds, exit code, git commit)
   repro.log    the trainer's stdout/stderr, appended per attempt
+  repro.lock   held by the harness process running it (`HARNESS_LOCK`)
 
 A run is "done" when its metrics hold the final evaluation (step = train.steps)
 and its config.json equals the resolved config; "crashed" when an attempt exited
@@ -24,7 +25,10 @@ non-zero (not retried unless asked: a deterministic crash would repeat);
 "interrupted" when an attempt ended early without an error (a preemption: exit 0
 or 75, or the harness interrupted); anything not done is resumed by rerunning
 the same command (the trainer resumes from its workdir's last checkpoint).
-Runs execute one at a time; do not point two harness processes at one root.
+Runs execute one at a time per harness. Two harness processes may share a root (two
+pages, one per core): each holds `repro.lock` in a run's workdir while it runs it, and
+the other skips that run ("running in another harness") and reads its manifest
+afresh when it takes a run, so neither overwrites the other's record.
 """
 
 from __future__ import annotations
@@ -47,11 +51,13 @@ from typing import Any
 import ml_collections
 
 from rlvr_jax import pyfile
+from rlvr_jax.locking import FileLock, HeldError
 from rlvr_jax.repro.spec import Arm, Reproduction
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
 MANIFEST = "repro.json"
+HARNESS_LOCK = "repro.lock"  # held by the harness process executing the run
 LOG = "repro.log"
 DONE, CRASHED, INTERRUPTED, PENDING = "done", "crashed", "interrupted", "pending"
 EXIT_PREEMPTED = 75  # rlvr_jax.main's exit status after a preemption signal (EX_TEMPFAIL)
@@ -383,6 +389,23 @@ def execute(
       how: how the command is run (e.g. "taskset -c 1 nice -n 10"), recorded per attempt.
       echo: progress lines.
     """
+    run.workdir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(run.workdir / HARNESS_LOCK, what=f"reproduction run {run.workdir}")
+    try:
+        lock.acquire()
+    except HeldError as err:
+        echo(f"  {run.arm.name} seed {run.seed}: running in another harness, skipped ({err})")
+        return
+    try:
+        # Another harness may have run it since `plan` read the manifest.
+        run.manifest = read_manifest(run.workdir) or run.manifest
+        _execute_held(run, launch, retry_crashed=retry_crashed, how=how, echo=echo)
+    finally:
+        lock.release()
+
+
+def _execute_held(run: Run, launch: Launcher, *, retry_crashed: bool, how: str, echo) -> None:
+    """`execute` with the run's harness lock held."""
     m = run.manifest
     m.setdefault("key", run.key)
     m["command"] = " ".join(run.command)  # the workdir may have moved (adopt_legacy_runs)

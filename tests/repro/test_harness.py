@@ -8,6 +8,7 @@ import pytest
 from absl import flags
 from ml_collections import config_flags
 
+from rlvr_jax.locking import FileLock
 from rlvr_jax.repro import Arm, reproduce
 from rlvr_jax.repro import runs as runs_lib
 from tests.repro.conftest import pulse_repro
@@ -180,3 +181,24 @@ def test_runs_under_an_old_key_are_adopted(tmp_path, fake):
     assert fake.calls == []  # found again, not rerun
     assert first.workdir.is_dir() and not legacy.exists()
     assert "| grpo | 0 | done |" in page.read_text()
+
+
+def test_a_run_held_by_another_harness_is_skipped_and_its_record_kept(tmp_path, fake):
+    """Two harnesses on one root: the second neither runs nor rewrites what the first holds."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    first = runs_lib.plan(repro, [0], tmp_path)[0]
+    first.workdir.mkdir(parents=True)
+    other = FileLock(first.workdir / runs_lib.HARNESS_LOCK).acquire()  # "another harness"
+    lines = []
+    runs_lib.execute(first, fake, echo=lines.append)
+    assert fake.calls == [] and "running in another harness" in lines[0]
+    assert not (first.workdir / runs_lib.MANIFEST).exists()
+    other.release()
+    # The other harness finishes it; a harness holding the plan-time (empty) manifest
+    # then finds it done without starting it again or dropping the other's attempt.
+    stale = runs_lib.plan(repro, [0], tmp_path)[0]
+    runs_lib.execute(runs_lib.plan(repro, [0], tmp_path)[0], fake, echo=lambda *_: None)
+    runs_lib.execute(stale, fake, echo=lambda *_: None)
+    assert fake.calls == [("grpo", 0)]
+    manifest = runs_lib.read_manifest(first.workdir)
+    assert manifest["status"] == "done" and len(manifest["attempts"]) == 1
