@@ -111,7 +111,7 @@ def apply(
     n = min(max_new_tokens, context - PROMPT_LEN)
     # Per chip, one sampler call's rows: their KV cache plus their working memory
     # (prefill activations, decode logits; generate.work_bytes_per_row). One budget for
-    # every model and N: the rest of a call (the gathered bf16 weights, 15-40 GiB per
+    # every model and N: the rest of a call (mostly the gathered bf16 weights, 8-48 GiB per
     # chip in the plans) is not per row, and 32 GiB leaves every :paper plan >= 10 %
     # of a v5p chip free (docs/tpu_pods.md).
     c.rollout.cache_gib = 32.0

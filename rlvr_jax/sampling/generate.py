@@ -67,7 +67,7 @@ def work_bytes_per_row(config, prompt_len: int, max_new_tokens: int) -> int:
                 buffers, twice (the loop's carry in and out).
     The prefill term dominates (Qwen3-8B at P = 1024: 0.25 GiB per row); against
     `plan.memory_plan` compiles of Qwen3-8B and Qwen2.5-7B (2 and 4 layers, 8 fake
-    devices, 16 to 64 rows per device) it is within 5 % of the measured growth of
+    devices, 16 to 64 rows per device) it is within 10 % of the measured growth of
     the sampler's temp per row beyond the KV cache.
 
     Args:
