@@ -201,7 +201,7 @@ class Sampler:
     # ------------------------------------------------------------------ public
     def with_model(self, model: Transformer) -> Sampler:
         """A sampler of `model` with this one's settings: pad id, length, row multiple,
-        mesh, sharding rules, KV cache budget and dtype (e.g. for a LoRA copy of the policy)."""
+        mesh, sharding rules, memory budget and cache dtype (e.g. for a LoRA copy of the policy)."""
         return Sampler(
             model,
             pad_id=self.pad_id,
