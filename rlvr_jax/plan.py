@@ -43,7 +43,7 @@ from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import objectives
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.rl.update import RLState, make_update
-from rlvr_jax.sampling.generate import MAX_STOP_IDS, cache_slots
+from rlvr_jax.sampling.generate import MAX_STOP_IDS, cache_slots, work_bytes_per_row
 from rlvr_jax.sampling.sampler import Sampler
 
 GIB = 1 << 30
@@ -102,6 +102,7 @@ class Plan:
     params_bytes: float
     opt_state_bytes: float
     kv_cache_bytes: float
+    work_bytes: float  # estimated working memory of a call's rows (work_bytes_per_row)
 
     @property
     def devices(self) -> int:
@@ -131,6 +132,7 @@ class Plan:
             f"  KV cache        {g(self.kv_cache_bytes)}  ({self.sample_rows} rows x "
             f"{self.prompt_len + self.max_new_tokens} tokens, {self.sample_rows // shards} "
             "rows/device)",
+            f"  sampler work    {g(self.work_bytes)}  (estimate, generate.work_bytes_per_row)",
         ]
         for name, m, what in (
             (
@@ -361,6 +363,9 @@ def memory_plan(
         params_bytes=_tree_bytes(state.params, state_sh.params),
         opt_state_bytes=_tree_bytes(state.opt_state, state_sh.opt_state),
         kv_cache_bytes=kv,
+        work_bytes=sample_rows
+        // shards
+        * float(work_bytes_per_row(config, prompt_len, max_new_tokens)),
     )
 
 
@@ -422,7 +427,8 @@ def plan_from_config(
       param_dtype, dtype: override `model.param_dtype` / `model.dtype` ("" = the config's).
       prompt_len: P, the padded prompt length (the config has no prompt-length field).
       sample_rows: rows of one sampler call (0: as the trainer's sampler calls it,
-        prompts_per_step x group_size rows split by `rollout.cache_gib`).
+        prompts_per_step x group_size rows split by `rollout.cache_gib`, the budget
+        of their KV cache plus working memory).
       max_new_tokens: N (0: `rollout.max_new_tokens`).
       layers: as in `memory_plan`.
     Returns:
@@ -457,7 +463,7 @@ def plan_from_config(
             cache_bytes=c.rollout.cache_gib * GIB or None,
             cache_dtype=cache_dtype,
         )
-        sample_rows = sampler.rows_per_call(batch, cache_slots(cfg, prompt_len, n))
+        sample_rows = sampler.rows_per_call(batch, prompt_len, n)
         calls = -(-batch // sample_rows)
     return memory_plan(
         cfg,

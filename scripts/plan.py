@@ -121,6 +121,7 @@ def main():
                     sample_calls=result.sample_calls,
                     sample_peak_gib=result.sample.peak / gib,
                     kv_cache_gib=result.kv_cache_bytes / gib,
+                    work_gib=result.work_bytes / gib,
                 )
             )
         )
@@ -193,8 +194,8 @@ def _fit(r) -> str:
         shards = r["mesh"][0] * r["mesh"][1]  # a call's rows split over data x fsdp
         rows -= rows % shards
         if rows:
-            kv = r["kv_cache_gib"] * rows / r["sample_rows"]
-            fixes.append(f"sampler: <= ~{rows} rows per call (rollout.cache_gib ~{kv:.0f})")
+            budget = (r["kv_cache_gib"] + r["work_gib"]) * rows / r["sample_rows"]
+            fixes.append(f"sampler: <= ~{rows} rows per call (rollout.cache_gib ~{budget:.0f})")
         else:
             fixes.append(
                 "sampler: its gathered weights leave no room for one row per chip: "

@@ -179,3 +179,18 @@ def test_which_paper_variants_a_multi_host_slice_refuses(monkeypatch):
         except NotImplementedError:
             refused.add(name)
     assert refused == set(MULTI_HOST_PENDING)
+
+
+def test_every_paper_variant_has_a_plan_row_that_fits():
+    """docs/tpu_pods.md's plan table (scripts/plan.py --all-paper) names every `:paper`
+    file, and every row fits a v5p chip with the 10 % margin."""
+    doc = (EXPERIMENTS.parent / "docs" / "tpu_pods.md").read_text()
+    table = doc.split("<!-- plan.py --all-paper: begin -->")[1].split(
+        "<!-- plan.py --all-paper: end -->"
+    )[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| `")][
+        1:
+    ]  # not the header
+    named = {n.strip("`| ") for row in rows for n in row[0].split(", ")}
+    assert set(_files()) <= named, sorted(set(_files()) - named)
+    assert [row[0] for row in rows if row[10] != "yes"] == []

@@ -30,8 +30,9 @@ weights plan 247 GiB per chip).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
-Planned (docs/tpu_pods.md): train step 38.1 GiB, sampler 80.8 GiB per chip: 9 %
-headroom, under the 10 % margin; estimated fix, not planned: rollout.cache_gib <= 37.
+Planned (docs/tpu_pods.md, 2026-12-04): fits a v5p chip, 27 % headroom: train step
+38.1 GiB, sampler 65.0 GiB per chip in 16 calls of 512 rows (sized from KV cache plus
+per-row work; with the KV cache alone it planned 80.8 GiB, 9 calls of 928 rows).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -27,8 +27,9 @@ as above; the shared block (ours).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
-Planned (docs/tpu_pods.md): does NOT fit as configured, sampler 90.0 GiB per chip of
-88.5 (4096 rows per call); estimated fix, not planned: --config.rollout.cache_gib=27.
+Planned (docs/tpu_pods.md, 2026-12-04): fits a v5p chip, 25 % headroom: train step 13.0
+GiB, sampler 66.0 GiB per chip in 4 calls of 2048 rows (sized from KV cache plus per-row
+work; with the KV cache alone it planned 90.0 GiB, 4096 rows per call).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -107,7 +107,10 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.top_p = 1.0
     c.rollout.top_k = 0
     c.rollout.max_new_tokens = 64  # L_max: generation budget per response
-    c.rollout.cache_gib = 0.0  # KV cache budget per device of one sampler call (0: all rows)
+    # Memory budget per device of one sampler call's rows, KV cache plus per-row working
+    # memory (sampling.generate.work_bytes_per_row); B x G rows are sampled in as many
+    # calls as it takes (0: all rows in one call).
+    c.rollout.cache_gib = 0.0
     c.rollout.cache_dtype = ""  # KV cache storage: "" (compute dtype) or "bfloat16"
 
     # --------------------------------------------------------------------- score

@@ -12,8 +12,8 @@ The shared block (`apply`):
   model     source "pretrained", path "/path/to/<checkpoint>" (placeholder); f32
             master weights and AdamW moments, bf16 compute, splash attention on TPU
             (blockwise elsewhere), layers scanned, per-block remat, the sampler
-            called in row chunks of 40 GiB of bf16 KV cache per chip at P + N =
-            1024 + 8192, proportionally less for shorter rows (ours).
+            called in row chunks of 32 GiB per chip of bf16 KV cache plus per-row
+            working memory (ours).
   task      math_file on a user-given jsonl/parquet (placeholder path), math-verify
             checker, a 17k prompt pool (DAPO-Math-17k's size); `task=None` keeps the
             file's own task (synthetic tasks whose features a method needs).
@@ -109,10 +109,12 @@ def apply(
     m.scan_layers = True
     m.remat = "block"
     n = min(max_new_tokens, context - PROMPT_LEN)
-    # KV cache per chip of one sampler call: 40 GiB at P + N = 1024 + 8192, less for
-    # shorter rows, so a call holds about as many rows at any N (a call's other
-    # buffers grow with its rows: one call of all B x G short rows does not fit).
-    c.rollout.cache_gib = 40.0 * min(1.0, (PROMPT_LEN + n) / (PROMPT_LEN + 8192))
+    # Per chip, one sampler call's rows: their KV cache plus their working memory
+    # (prefill activations, decode logits; generate.work_bytes_per_row). One budget for
+    # every model and N: the rest of a call (mostly the gathered bf16 weights, 8-48 GiB per
+    # chip in the plans) is not per row, and 32 GiB leaves every :paper plan >= 10 %
+    # of a v5p chip free (docs/tpu_pods.md).
+    c.rollout.cache_gib = 32.0
     c.rollout.cache_dtype = "bfloat16"
     if task == "math_file":
         c.task.name = "math_file"

@@ -45,6 +45,7 @@ from rlvr_jax.sampling.generate import (
     generate,
     kv_cache_bytes,
     kv_head_split,
+    work_bytes_per_row,
 )
 
 
@@ -165,7 +166,9 @@ class Sampler:
         mesh: optional device mesh to sample on (rows padded to a multiple of
           its batch shards as well).
         rules: sharding rules (preset name or pairs) for the cache and activations.
-        cache_bytes: KV cache budget per device. A batch whose cache would not fit
+        cache_bytes: memory budget per device of one call's rows: their KV cache plus
+          their working memory (`generate.work_bytes_per_row`: prefill activations,
+          decode logits and sort buffers, output buffers). A batch that would not fit
           is sampled in several calls of equal row count (`rows_per_call`), each
           call's rows drawing with `fold_in(key, call)`. None: one call.
         cache_dtype: KV cache storage dtype ("bfloat16" halves it; None: the
@@ -198,7 +201,7 @@ class Sampler:
     # ------------------------------------------------------------------ public
     def with_model(self, model: Transformer) -> Sampler:
         """A sampler of `model` with this one's settings: pad id, length, row multiple,
-        mesh, sharding rules, KV cache budget and dtype (e.g. for a LoRA copy of the policy)."""
+        mesh, sharding rules, memory budget and cache dtype (e.g. for a LoRA copy of the policy)."""
         return Sampler(
             model,
             pad_id=self.pad_id,
@@ -296,28 +299,44 @@ class Sampler:
         )
 
     # ----------------------------------------------------------------- private
-    def rows_per_call(self, rows: int, slots: int) -> int:
-        """Rows of one device call: all `rows` (padded), or fewer when a cache budget is set.
+    def rows_per_call(self, rows: int, prompt_len: int, max_new_tokens: int) -> int:
+        """Rows of one device call: all `rows` (padded), or fewer when a budget is set.
 
-        With `cache_bytes`, the largest multiple of `batch_multiple` whose KV cache
-        (`slots` per row) fits the budget on each device, then evened out over the
-        calls that `rows` needs (so the last call is not mostly idle rows).
+        With `cache_bytes`, the largest multiple of `batch_multiple` whose per-device
+        KV cache (P + N slots per row, kv heads split over `tensor` when they divide)
+        plus working memory (`work_bytes_per_row`, rows split over the batch shards)
+        fits the budget, then evened out over the calls that `rows` needs (so the
+        last call is not mostly idle rows).
+
+        Args:
+          rows: rows to sample (this process's).
+          prompt_len: P, the context bucket; max_new_tokens: N.
+        Returns:
+          Rows per call, a multiple of `batch_multiple`.
+        Raises:
+          ValueError: the budget does not hold `batch_multiple` rows.
         """
         whole = -(-rows // self.batch_multiple) * self.batch_multiple
         if self.cache_bytes is None:
             return whole
-        per_row = kv_cache_bytes(self.config, 1, slots, self.cache_dtype)
-        devices = 1
+        cfg = self.config
+        slots = cache_slots(cfg, prompt_len, max_new_tokens)
+        kv_row = kv_cache_bytes(cfg, 1, slots, self.cache_dtype)
+        work_row = work_bytes_per_row(cfg, prompt_len, max_new_tokens)
+        shards, heads = 1, 1
         if self.mesh is not None:
-            devices = sharding.batch_shards(self.mesh) * kv_head_split(self.config, self.mesh)
+            shards, heads = sharding.batch_shards(self.mesh), kv_head_split(cfg, self.mesh)
+        per_row = kv_row / heads + work_row  # on a device holding that row
         # This process's share of a call's rows (every process calls with as many).
-        fit = int(self.cache_bytes * devices // (per_row * jax.process_count()))
+        fit = int(self.cache_bytes * shards // (per_row * jax.process_count()))
         fit = fit // self.batch_multiple * self.batch_multiple
         if fit < self.batch_multiple:
+            need = per_row * self.batch_multiple * jax.process_count() / shards
             raise ValueError(
-                f"cache_bytes={self.cache_bytes:.3g} holds {fit} rows of {slots} KV slots per "
-                f"call; one call needs at least batch_multiple={self.batch_multiple} rows "
-                f"({per_row * self.batch_multiple / devices:.3g} bytes per device)"
+                f"cache_bytes={self.cache_bytes:.4g} (rollout.cache_gib in a run config) holds "
+                f"{fit} rows of P + N = {prompt_len} + {max_new_tokens} per call; one call "
+                f"needs batch_multiple={self.batch_multiple} rows: {need:.4g} bytes per device "
+                f"(KV cache {kv_row / heads:.4g} + work {work_row:.4g} per row)"
             )
         calls = -(-whole // fit)
         return -(-whole // (calls * self.batch_multiple)) * self.batch_multiple
@@ -356,7 +375,7 @@ class Sampler:
         if noise_rows is not None and len(noise_rows) != bsz:
             raise ValueError(f"noise_rows has {len(noise_rows)} entries for {bsz} rows")
         p = min(_bucket(longest), self.max_length - n_new)
-        chunk = self.rows_per_call(bsz, cache_slots(cfg, p, n_new))
+        chunk = self.rows_per_call(bsz, p, n_new)
         calls = -(-bsz // chunk)
         # Multi-process: one program over every host's rows, so all take the largest shape
         # and make as many calls.
