@@ -85,7 +85,6 @@ from rlvr_jax.rollout import EVALUATORS, ROLLOUTS, Groups, Request, RolloutConte
 from rlvr_jax.run.guard import param_health
 from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.scheduling import SCHEDULERS
 from rlvr_jax.train.evaluate import evaluate_task
 from rlvr_jax.train.multiturn import evaluate_episodes
 
@@ -117,14 +116,6 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
             f"config.data.prompts_per_step = {d.prompts_per_step} over {n} processes: each "
             f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
             f"config.train.num_minibatches = {c.train.num_minibatches}"
-        )
-    # These keep per-prompt statistics of a pool, which each host would update from its
-    # own rows only. (Streaming schedulers stop sampling on host-local conditions; the
-    # hosts keep their rounds in step: scheduling.Lockstep.)
-    if not SCHEDULERS[c.select.name].stream_prompts:
-        raise NotImplementedError(
-            f"config.select.name = {c.select.name!r} is not supported with {n} processes "
-            "yet; use 'uniform' or 'dynamic_sampling'"
         )
 
 
@@ -173,8 +164,9 @@ class Trainer:
             self.frozen_state = jax.tree.map(jnp.copy, nnx.state(self.model))
         # The scheduler, built from the initial weights (its prompt embeddings).
         self.selector = Select(
-            c, self.model, self.tokenizer, self.task, self.prompts, self.pad_id, self.processes
-        )
+            c, self.model, self.tokenizer, self.task, self.prompts, self.pad_id, self.processes,
+            mesh=self.mesh,
+        )  # fmt: skip
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         mesh_kw = dict(mesh=self.mesh, rules=self.rules)
         scorer = distributed.on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
