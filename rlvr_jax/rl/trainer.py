@@ -401,7 +401,8 @@ class Trainer:
             kw.update(env_factory=self.task.env, max_turns=turns)
             res = evaluate_episodes(self.model, self.tokenizer, self.task, **kw)
         else:
-            res = evaluate_task(self.model, self.tokenizer, self.task, **kw)
+            # Each process samples its share of the problems; all get the whole result.
+            res = evaluate_task(self.model, self.tokenizer, self.task, split_processes=True, **kw)
         n = c.eval.n_samples
         out = {k: res[k] for k in res if k.startswith("pass@")}
         out[f"avg@{n}"] = float(np.mean(res["num_correct"]) / n)
