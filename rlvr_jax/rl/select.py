@@ -16,7 +16,9 @@ each process reads its own shard; the position is checkpointed): `stream(k)`
 is the first k prompts of the next batch of B (the rest of it is skipped). The
 others choose among the pool of `task.train_size` problems they keep
 statistics of. Keys: round r samples with `fold_in(key, r)`; the scheduler
-draws from `fold_in(key, SCHEDULER_KEY)`.
+draws from `fold_in(key, SCHEDULER_KEY)`. In a multi-process run a pool
+scheduler runs on every process over the global budget and observes every
+host's outcomes (`rl.select_hosts`).
 
 PAIR: round 0 samples `prefix_tokens` tokens per candidate; round 1 continues
 the chosen ones from their prefixes (`Request.prefixes`) for at most
@@ -435,7 +437,7 @@ def prompt_embeddings(
       pad_id: token written at padding positions.
       batch: rows per forward pass (the last batch is padded: one compile).
       mesh: the policy's mesh; with several processes every process feeds the same
-        rows (a global batch of copies) and reads back its own copy.
+        rows (a global batch of copies) and reads back the first copy.
     Returns:
       [N, D] embeddings.
     """
@@ -451,7 +453,7 @@ def prompt_embeddings(
         mask[len(chunk) :, -1] = True  # idle rows: one token, so no empty softmax
         if mesh is not None and jax.process_count() > 1:
             ids, mask = distributed.host_local_to_global((ids, mask), mesh)
-        hidden = distributed.host_rows(_mean_hidden(model, jnp.asarray(ids), jnp.asarray(mask)))
+        hidden = distributed.to_host(_mean_hidden(model, jnp.asarray(ids), jnp.asarray(mask)))
         out.append(hidden[: len(chunk)])
     return np.concatenate(out).astype(np.float32)
 
