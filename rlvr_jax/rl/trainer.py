@@ -45,11 +45,15 @@ losses and other update metrics come from the global minibatch. Rollout and
 select statistics are summed over processes (means from global sums; counts add
 up); timings are process 0's. Dynamic sampling's rounds run in step on every
 process (`scheduling.Lockstep`): a host that has its B groups idles, repeating its
-last rollout, while another still samples. Evaluation runs on every process over the same
-problems (each host samples its own copy of the rows; process 0's are the rows a
-one-process run samples) and process 0 logs its result. Not yet multi-process:
-schedulers that keep per-prompt statistics of a pool (all but uniform and
-dynamic sampling) and MOPD's per-domain teachers, which raise. A loaded teacher
+last rollout, while another still samples. A scheduler that keeps per-prompt
+statistics of a pool (difficulty, SARA, VIGOR, PAIR, LEEPS, the graph estimator)
+runs on every process over the global budget and sees every host's outcomes
+(`rl.select_hosts`): the hosts sample slices of each round and train on disjoint
+shares of one selection. GRSD's guidance calls and MOPD's per-domain teachers are
+joined by every process, with padding rows where a host has fewer or none.
+Evaluation splits its problems over processes and gathers the per-problem results
+(`train.evaluate.process_shard`); process 0 logs them. Not yet multi-process (it
+raises): LSPO's lora_scaffold rollout. A loaded teacher
 (score.teacher) is sharded on the policy's mesh and scores each process's own rows,
 like the policy's scorer.
 """
@@ -99,15 +103,11 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
-    # lora_scaffold: which groups are cliffs differs per host; reflective: which groups get
-    # guidance (a sampler call every process must join) differs per host.
-    if c.rollout.name in ("lora_scaffold", "reflective"):
+    # lora_scaffold: which groups are cliffs differs per host, and the LoRA scaffold's
+    # training and sampling calls run only on a host with cliffs.
+    if c.rollout.name == "lora_scaffold":
         raise NotImplementedError(
             f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
-        )
-    if "mopd" in signals.signal_names(c):  # each host routes a different number of rows
-        raise NotImplementedError(  # to each domain's teacher: unequal collectives
-            f"config.score.signals 'mopd' is not supported with {n} processes yet"
         )
     distributed.check_rows_split(mesh)
     d = c.data
