@@ -99,3 +99,13 @@ def test_pool_scheduler_states_agree_and_hosts_split_its_selection(tmp_path, nam
         assert one["states"] == a["states"]
         joined = [pa + pb for pa, pb in zip(a["prompts"], b["prompts"], strict=True)]
         assert joined == one["prompts"]
+        # The scheduler's counts are logged once, not once per process.
+        multi, single = (_train_lines(tmp_path / t) for t in ("multi", "single"))
+        for m, w in zip(multi, single, strict=True):
+            for k in ("select/rollouts", "select/rounds", "select/selected_groups", "kept_groups"):
+                assert m[k] == pytest.approx(w[k]), k
+
+
+def _train_lines(workdir):
+    lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return [x for x in lines if x["split"] == "train"]
