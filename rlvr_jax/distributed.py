@@ -287,6 +287,29 @@ def sum_over_processes(values) -> np.ndarray:
     return values if jax.process_count() == 1 else _allgather(values).sum(0)
 
 
+def allgather_objects(obj) -> list:
+    """Every process's `obj` (any picklable host value), in process order (a collective).
+
+    Pickled to bytes, padded to the longest process's length and all-gathered as
+    uint8, so processes may send objects of different sizes (per-prompt results).
+
+    Args:
+      obj: this process's value.
+    Returns:
+      [obj of process 0, obj of process 1, ...] (`[obj]` in a single-process run).
+    """
+    if jax.process_count() == 1:
+        return [obj]
+    import pickle
+
+    data = np.frombuffer(pickle.dumps(obj), np.uint8)
+    size = int(max_over_processes(np.array([data.size], np.int64))[0])
+    padded = np.zeros(size, np.uint8)
+    padded[: data.size] = data
+    sizes, blobs = _allgather(np.array([data.size], np.int64)), _allgather(padded)
+    return [pickle.loads(b[: int(n[0])].tobytes()) for n, b in zip(sizes, blobs, strict=True)]
+
+
 def max_over_processes(values) -> np.ndarray:
     """The elementwise maximum of a small host array over processes (a collective).
 

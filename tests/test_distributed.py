@@ -64,6 +64,9 @@ def test_single_process_reductions_and_rows_are_the_identity():
     v = np.array([3, -1])
     np.testing.assert_array_equal(distributed.max_over_processes(v), v)
     np.testing.assert_array_equal(distributed.sum_over_processes(v), v)
+    obj = {"prompt_R": np.arange(3), "name": "x"}
+    (got,) = distributed.allgather_objects(obj)
+    assert got is obj
     mesh = sharding.make_mesh((2, 2, 2))
     distributed.check_rows_split(mesh)  # one process holds every row
     x = np.arange(12.0).reshape(4, 3)
@@ -122,6 +125,9 @@ _WORKER = textwrap.dedent(
     np.testing.assert_array_equal(distributed.host_rows(y), 2 * local)
     np.testing.assert_array_equal(distributed.max_over_processes(np.array([pid, -pid])), [1, 0])
     np.testing.assert_array_equal(distributed.sum_over_processes(np.array([pid + 1.0])), [3.0])
+    # Objects of different sizes per process come back whole, in process order.
+    objs = distributed.allgather_objects({"pid": pid, "ids": list(range(3 + 5 * pid))})
+    assert objs == [{"pid": p, "ids": list(range(3 + 5 * p))} for p in range(2)], objs
     distributed.check_rows_split(mesh)
     try:
         distributed.check_rows_split(sharding.make_mesh((1, 1, -1)))  # rows not split at all

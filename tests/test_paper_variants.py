@@ -29,17 +29,8 @@ PAPER_SCALE = {"paper_scale/qwen3_8b_grpo", "paper_scale/qwen3_4b_grpo"}
 NOT_RUNNABLE = {"cliff/cliff": "the judge locator loads warm-start judges only"}
 TEACHER_SIGNALS = ("teacher", "teacher_hidden", "teacher_topk")
 # `:paper` variants the trainer refuses on a multi-host slice (rl/trainer._check_processes),
-# as docs/tpu_pods.md lists them: per-prompt-statistics schedulers and per-host rollouts.
-MULTI_HOST_PENDING = {
-    "lspo/lspo": "rollout lora_scaffold",
-    "grsd/grsd": "rollout reflective",
-    "sara/sara": "scheduler sara",
-    "vigor/vigor": "scheduler vigor",
-    "pair/pair": "scheduler pair",
-    "leeps/leeps": "scheduler leeps",
-    "difficulty/difficulty": "scheduler difficulty",
-    "graph_difficulty/sara_graph": "scheduler sara (graph estimator)",
-}
+# as docs/tpu_pods.md lists them: LSPO's per-host LoRA scaffold.
+MULTI_HOST_PENDING = {"lspo/lspo": "rollout lora_scaffold"}
 V5P_CHIPS_PER_HOST = 4
 
 

@@ -58,12 +58,13 @@ docs/reproductions/grsd.md; one core of this 2-core VM under load):
 No difference is resolved (one seed; the s.e. of a pass@1 on 512 samples is ~2 points).
 Guidance reached 75-88% of the rows each step and moved the self-teacher's log-probs by
 -0.63 to -0.73 nats per token on average (|shift| 0.67-0.77): it lowers nearly every
-token, the prompt-perturbation effect described above, not advice. Single process only.
+token, the prompt-perturbation effect described above, not advice. Measured in one process.
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract:
 unnamed scales) on the tool_lookup episodes (the paper's multi-turn agent setting), 1024
-new tokens per turn, 256-token reflections and 512-token guidance (ours); single process
-only (the reflective rollout refuses > 1); the shared block (ours).
+new tokens per turn, 256-token reflections and 512-token guidance (ours); multi-host runs
+(hosts without mixed groups join the guidance calls; docs/tpu_pods.md); the shared block
+(ours).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).

@@ -21,8 +21,7 @@ family ours); the shared block (ours).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
-Not runnable on a multi-host slice yet: the trainer refuses the sara scheduler with more
-than one process (docs/tpu_pods.md).
+Multi-host: every process runs the scheduler on every host's outcomes (docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -16,7 +16,9 @@ each process reads its own shard; the position is checkpointed): `stream(k)`
 is the first k prompts of the next batch of B (the rest of it is skipped). The
 others choose among the pool of `task.train_size` problems they keep
 statistics of. Keys: round r samples with `fold_in(key, r)`; the scheduler
-draws from `fold_in(key, SCHEDULER_KEY)`.
+draws from `fold_in(key, SCHEDULER_KEY)`. In a multi-process run a pool
+scheduler runs on every process over the global budget and observes every
+host's outcomes (`rl.select_hosts`).
 
 PAIR: round 0 samples `prefix_tokens` tokens per candidate; round 1 continues
 the chosen ones from their prefixes (`Request.prefixes`) for at most
@@ -47,7 +49,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed
-from rlvr_jax.rl import credit
+from rlvr_jax.rl import credit, select_hosts
 from rlvr_jax.rollout import Groups, Prefix, Request, stack_rows
 from rlvr_jax.scheduling import (
     SCHEDULERS,
@@ -55,6 +57,7 @@ from rlvr_jax.scheduling import (
     Lockstep,
     Outcomes,
     Pool,
+    bucket_rows,
     make_scheduler,
     pair_math,
     run_step,
@@ -112,7 +115,9 @@ class Select:
       fields: the per-row batch fields the scheduler adds.
     """
 
-    def __init__(self, c, model, tokenizer, task, prompts: Iterator, pad_id: int, processes=1):
+    def __init__(
+        self, c, model, tokenizer, task, prompts: Iterator, pad_id: int, processes=1, mesh=None
+    ):
         self.c, self.tokenizer, self.task = c, tokenizer, task
         prior = 0.0
         if c.select.name == "pair" and not c.select.pair.prior_remaining:
@@ -122,8 +127,10 @@ class Select:
             log.info("PAIR remaining-token prior (from the task): %.1f tokens", prior)
         self.scheduler = build_scheduler(c, prior_remaining=prior)
         self.fields = type(self.scheduler).batch_fields
-        self.budget = budget_of(c, processes)
-        self.processes = processes
+        self.processes, self.mesh = processes, mesh
+        # A pool scheduler runs over the global budget on every process (`select_hosts`).
+        self.shared = processes > 1 and not self.scheduler.stream_prompts
+        self.budget = budget_of(c, 1 if self.shared else processes)
         self.stream = PromptStream(prompts) if self.scheduler.stream_prompts else None
         self._problems = {}
         self.model, self.pad_id = model, pad_id  # the policy, updated in place by the trainer
@@ -135,7 +142,7 @@ class Select:
         """[N, D] the pool's prompts embedded by the current policy."""
         n, tok = self.c.task.train_size, self.tokenizer
         prompts = [encode_prompt(tok, self._problem(i).prompt) for i in range(n)]
-        return prompt_embeddings(self.model, prompts, self.pad_id)
+        return prompt_embeddings(self.model, prompts, self.pad_id, mesh=self.mesh)
 
     def _refresh_neighbours(self) -> dict[str, float]:
         """LEEPS: the pool re-embedded with the current policy every `refresh_every` steps.
@@ -175,39 +182,60 @@ class Select:
         """
         refreshed = self._refresh_neighbours()
         rows: dict[int, dict] = {}  # rollout id -> its row (Groups.row) and sampled tokens
+        index, n = jax.process_index(), self.processes
 
         def sample(plan) -> Outcomes:
-            groups = rollout(self._request(plan, rows), jax.random.fold_in(key, plan.round))
-            return self._outcomes(plan, groups, rows)
+            part = select_hosts.host_part(plan, index, n) if self.shared else plan
+            request = self._request(part, rows, budget_of=plan)
+            groups = rollout(request, jax.random.fold_in(key, plan.round))
+            local = self._outcomes(part, groups, rows)
+            return select_hosts.share_round(part, local, rows) if self.shared else local
 
         def idle(plan, round_: int) -> None:  # another process samples: join its collectives
             rollout(self._request(plan, rows), jax.random.fold_in(key, round_))
 
-        lockstep = Lockstep(distributed.agree, idle) if self.processes > 1 else None
+        lockstep = Lockstep(distributed.agree, idle) if n > 1 and not self.shared else None
+        bucket = select_hosts.host_bucket(n) if self.shared else bucket_rows
         sched_key = jax.random.fold_in(key, SCHEDULER_KEY)
         self.state, sel = run_step(
             self.scheduler, self.state, sched_key, self.budget, sample, stream=self.stream,
-            lockstep=lockstep,
+            lockstep=lockstep, bucket=bucket,
         )  # fmt: skip
-        groups, stats, fields = self._pack(sel, rows)
+        b = self.budget.groups
+        if self.shared:  # this host's share of the (identical) global selection
+            share = [select_hosts.host_selection(sel, i, n) for i in range(n)]
+            rows = select_hosts.exchange_rows(rows, [s.rollout_R for s in share], index)
+            sel, b = share[index], b // n
+        groups, stats, fields = self._pack(sel, rows, b)
+        if self.shared:  # every host reports the global counts: 1/n each, summed later
+            for k in sel.stats:
+                if f"select/{k}" in COUNT_STATS:
+                    stats[f"select/{k}"] /= n
         stats.update(refreshed)
         if self.stream is not None:
             self.stream.problems.clear()
         return groups, stats, fields
 
-    def _request(self, plan, rows) -> Request:
-        """The plan's rows as runs of one problem, with the prefixes of continued rows."""
+    def _request(self, plan, rows, budget_of=None) -> Request:
+        """The plan's rows as runs of one problem, with the prefixes of continued rows.
+
+        The token budget comes from `budget_of` (default `plan`): the whole round's
+        plan when `plan` is one host's slice, so every host asks for the same budget.
+        """
         prompts = plan.prompt_R
         starts = np.flatnonzero(np.r_[True, prompts[1:] != prompts[:-1]])
         counts = np.diff(np.r_[starts, len(prompts)])
         l_max = self.c.rollout.max_new_tokens
-        budget, prefixes = plan.max_tokens or l_max, None
+        whole = plan if budget_of is None else budget_of
+        budget, prefixes = whole.max_tokens or l_max, None
+        if whole.cont_R.any():
+            ids = whole.rollout_R[whole.cont_R]
+            budget = l_max - max(len(rows[int(i)]["sampled"]) for i in ids)
         if plan.cont_R.any():
             prefixes = [
                 _prefix(rows[int(i)]) if c else None
                 for i, c in zip(plan.rollout_R, plan.cont_R, strict=True)
             ]
-            budget = l_max - max(len(p.tokens) for p in prefixes if p is not None)
         problems = [self._problem(p) for p in prompts[starts]]
         return Request(problems, counts, prefixes, max(budget, 1))
 
@@ -237,9 +265,9 @@ class Select:
         new_tokens = (groups.lengths - prefix).astype(np.int32)
         return Outcomes(reward, correct, new_tokens, finished, feats)
 
-    def _pack(self, sel, rows) -> tuple[Groups, dict[str, float], dict[str, np.ndarray]]:
-        """The Selection as B·G fixed rows; groups past that many rows are dropped (logged)."""
-        b, g = self.budget.groups, self.budget.group_size
+    def _pack(self, sel, rows, b) -> tuple[Groups, dict[str, float], dict[str, np.ndarray]]:
+        """The Selection as b·G fixed rows; groups past that many rows are dropped (logged)."""
+        g = self.budget.group_size
         cap = b * g
         keep_groups, used = 0, 0
         for p in range(sel.num_groups):
@@ -398,7 +426,9 @@ def _mean_hidden(model, ids_BxT, mask_BxT):
     return jnp.sum(h * m, 1) / jnp.maximum(jnp.sum(m, 1), 1.0)
 
 
-def prompt_embeddings(model, prompts: list[list[int]], pad_id: int, batch: int = 64) -> np.ndarray:
+def prompt_embeddings(
+    model, prompts: list[list[int]], pad_id: int, batch: int = 64, mesh=None
+) -> np.ndarray:
     """[N, D] float32 mean final hidden state of each prompt under `model`.
 
     Args:
@@ -406,6 +436,8 @@ def prompt_embeddings(model, prompts: list[list[int]], pad_id: int, batch: int =
       prompts: N token lists.
       pad_id: token written at padding positions.
       batch: rows per forward pass (the last batch is padded: one compile).
+      mesh: the policy's mesh; with several processes every process feeds the same
+        rows (a global batch of copies) and reads back the first copy.
     Returns:
       [N, D] embeddings.
     """
@@ -419,9 +451,10 @@ def prompt_embeddings(model, prompts: list[list[int]], pad_id: int, batch: int =
             ids[r, width - len(p) :] = p
             mask[r, width - len(p) :] = True
         mask[len(chunk) :, -1] = True  # idle rows: one token, so no empty softmax
-        out.append(
-            np.asarray(_mean_hidden(model, jnp.asarray(ids), jnp.asarray(mask)))[: len(chunk)]
-        )
+        if mesh is not None and jax.process_count() > 1:
+            ids, mask = distributed.host_local_to_global((ids, mask), mesh)
+        hidden = distributed.to_host(_mean_hidden(model, jnp.asarray(ids), jnp.asarray(mask)))
+        out.append(hidden[: len(chunk)])
     return np.concatenate(out).astype(np.float32)
 
 

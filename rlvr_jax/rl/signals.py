@@ -37,6 +37,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.registry import Registry
 from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl.batch import Batch
@@ -100,10 +101,46 @@ class Scorer:
     chunk: int
 
     def logps(self, tokens_RxT, attention_mask_RxT) -> np.ndarray:
-        """[R, T] float32 log-probs of each token given the ones before it (0 at the first)."""
-        return map_row_chunks(
+        """[R, T] float32 log-probs of each token given the ones before it (0 at the first).
+
+        In a multi-process run a collective: every process calls it at the same point,
+        with any row count (0 too) and width; all feed the largest (`pad_token_rows`).
+        """
+        tokens_RxT, attention_mask_RxT = np.asarray(tokens_RxT), np.asarray(attention_mask_RxT)
+        r, t = tokens_RxT.shape
+        if jax.process_count() > 1:
+            rows, width = (int(v) for v in distributed.max_over_processes(np.array([r, t])))
+            tokens_RxT, attention_mask_RxT = pad_token_rows(
+                tokens_RxT, attention_mask_RxT, rows, width
+            )
+        out = map_row_chunks(
             self.fn, (self.params, self.rest), (tokens_RxT, attention_mask_RxT), chunk=self.chunk
-        ).astype(np.float32)
+        )
+        return out[:r, :t].astype(np.float32)
+
+
+def pad_token_rows(tokens_RxT, attention_mask_RxT, rows: int, width: int):
+    """Rows of tokens grown to [rows, width], so every process feeds one shape.
+
+    New columns go on the right, masked out (a causal model scores the old columns
+    as before); new rows copy row 0, or with no rows are one token of id 0 (a filler
+    whose result is dropped).
+
+    Args:
+      tokens_RxT, attention_mask_RxT: the rows (R may be 0).
+      rows, width: the shape to reach (>= R, >= T).
+    Returns:
+      (tokens [rows, width], attention_mask [rows, width]).
+    """
+    r, t = tokens_RxT.shape
+    tokens = np.zeros((max(rows, 1), width), tokens_RxT.dtype)
+    mask = np.zeros((max(rows, 1), width), bool)
+    tokens[:r, :t], mask[:r, :t] = tokens_RxT, attention_mask_RxT
+    if r:
+        tokens[r:], mask[r:] = tokens[0], mask[0]
+    else:
+        mask[:, 0] = True
+    return tokens, mask.astype(attention_mask_RxT.dtype)
 
 
 @dataclasses.dataclass(frozen=True)

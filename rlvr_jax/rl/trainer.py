@@ -45,11 +45,15 @@ losses and other update metrics come from the global minibatch. Rollout and
 select statistics are summed over processes (means from global sums; counts add
 up); timings are process 0's. Dynamic sampling's rounds run in step on every
 process (`scheduling.Lockstep`): a host that has its B groups idles, repeating its
-last rollout, while another still samples. Evaluation runs on every process over the same
-problems (each host samples its own copy of the rows; process 0's are the rows a
-one-process run samples) and process 0 logs its result. Not yet multi-process:
-schedulers that keep per-prompt statistics of a pool (all but uniform and
-dynamic sampling) and MOPD's per-domain teachers, which raise. A loaded teacher
+last rollout, while another still samples. A scheduler that keeps per-prompt
+statistics of a pool (difficulty, SARA, VIGOR, PAIR, LEEPS, the graph estimator)
+runs on every process over the global budget and sees every host's outcomes
+(`rl.select_hosts`): the hosts sample slices of each round and train on disjoint
+shares of one selection. GRSD's guidance calls and MOPD's per-domain teachers are
+joined by every process, with padding rows where a host has fewer or none.
+Evaluation splits its problems over processes and gathers the per-problem results
+(`train.evaluate.process_shard`); process 0 logs them. Not yet multi-process (it
+raises): LSPO's lora_scaffold rollout. A loaded teacher
 (score.teacher) is sharded on the policy's mesh and scores each process's own rows,
 like the policy's scorer.
 """
@@ -86,7 +90,6 @@ from rlvr_jax.rollout.groups import LABEL_FIELDS
 from rlvr_jax.run.guard import param_health
 from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.scheduling import SCHEDULERS
 from rlvr_jax.train.evaluate import evaluate_task
 from rlvr_jax.train.multiturn import evaluate_episodes
 
@@ -101,15 +104,11 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
-    # lora_scaffold: which groups are cliffs differs per host; reflective: which groups get
-    # guidance (a sampler call every process must join) differs per host.
-    if c.rollout.name in ("lora_scaffold", "reflective"):
+    # lora_scaffold: which groups are cliffs differs per host, and the LoRA scaffold's
+    # training and sampling calls run only on a host with cliffs.
+    if c.rollout.name == "lora_scaffold":
         raise NotImplementedError(
             f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
-        )
-    if "mopd" in signals.signal_names(c):  # each host routes a different number of rows
-        raise NotImplementedError(  # to each domain's teacher: unequal collectives
-            f"config.score.signals 'mopd' is not supported with {n} processes yet"
         )
     distributed.check_rows_split(mesh)
     d = c.data
@@ -118,14 +117,6 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
             f"config.data.prompts_per_step = {d.prompts_per_step} over {n} processes: each "
             f"needs an equal share whose rows (x group_size = {d.group_size}) split into "
             f"config.train.num_minibatches = {c.train.num_minibatches}"
-        )
-    # These keep per-prompt statistics of a pool, which each host would update from its
-    # own rows only. (Streaming schedulers stop sampling on host-local conditions; the
-    # hosts keep their rounds in step: scheduling.Lockstep.)
-    if not SCHEDULERS[c.select.name].stream_prompts:
-        raise NotImplementedError(
-            f"config.select.name = {c.select.name!r} is not supported with {n} processes "
-            "yet; use 'uniform' or 'dynamic_sampling'"
         )
 
 
@@ -174,8 +165,9 @@ class Trainer:
             self.frozen_state = jax.tree.map(jnp.copy, nnx.state(self.model))
         # The scheduler, built from the initial weights (its prompt embeddings).
         self.selector = Select(
-            c, self.model, self.tokenizer, self.task, self.prompts, self.pad_id, self.processes
-        )
+            c, self.model, self.tokenizer, self.task, self.prompts, self.pad_id, self.processes,
+            mesh=self.mesh,
+        )  # fmt: skip
         graphdef, params, self.rest = nnx.split(self.model, nnx.Param, ...)
         mesh_kw = dict(mesh=self.mesh, rules=self.rules)
         scorer = distributed.on_host_rows(make_scorer(graphdef, **mesh_kw), self.mesh)
@@ -410,7 +402,8 @@ class Trainer:
             kw.update(env_factory=self.task.env, max_turns=turns)
             res = evaluate_episodes(self.model, self.tokenizer, self.task, **kw)
         else:
-            res = evaluate_task(self.model, self.tokenizer, self.task, **kw)
+            # Each process samples its share of the problems; all get the whole result.
+            res = evaluate_task(self.model, self.tokenizer, self.task, split_processes=True, **kw)
         n = c.eval.n_samples
         out = {k: res[k] for k in res if k.startswith("pass@")}
         out[f"avg@{n}"] = float(np.mean(res["num_correct"]) / n)

@@ -24,8 +24,9 @@ trained on). Each row carries its group's guidance as token ids,
 `guidance_ids_BxN` (N = guidance_tokens, −1 padding; all −1: none), and reports
 reflection_len_B and guidance_len_B (NaN where a group has none), which the
 trainer logs; the first `log_examples` groups with guidance are logged as text
-each step. Single process only (which groups get guidance differs per host, so the
-guidance call could not be shared). Ours: the templates' wording, 32-token
+each step. Multi-process: which groups get guidance differs per host, and the
+guidance sampler call is a collective, so a host without mixed groups joins
+another's call with one filler text it drops. Ours: the templates' wording, 32-token
 reflections, 48-token guidance.
 """
 
@@ -37,6 +38,7 @@ import logging
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext
 from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
@@ -118,7 +120,13 @@ def reflective(
                 prompt=groups.problems[g].prompt, successes=lines[True], failures=lines[False]
             )
         )
-    guidance = _generate(ctx, guide_texts, guidance_tokens, k_guide) if mixed else []
+    # Sampling is a collective: a process without mixed groups joins another's guidance
+    # call with one filler text (dropped).
+    guidance, any_mixed = [], distributed.agree(bool(mixed))
+    if mixed:
+        guidance = _generate(ctx, guide_texts, guidance_tokens, k_guide)
+    elif any_mixed:
+        _generate(ctx, [texts[0]], guidance_tokens, k_guide)
     ids = np.full((len(groups.group), int(guidance_tokens)), -1, np.int32)
     guidance_len = np.full(len(groups.group), np.nan, np.float32)
     for g, text_ids in zip(mixed, guidance, strict=True):

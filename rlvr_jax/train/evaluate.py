@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.rollout import score
 from rlvr_jax.sampling import Sampler, SamplingParams
@@ -69,6 +70,7 @@ def evaluate_task(
     seed: int = 0,
     prompts_per_batch: int = 32,
     start: int = 0,
+    split_processes: bool = False,
 ) -> dict[str, Any]:
     """Samples and verifies `n_samples` responses for each of `num_problems` problems.
 
@@ -85,6 +87,11 @@ def evaluate_task(
       seed: PRNG seed; the same seed gives the same samples.
       prompts_per_batch: prompts sampled together (rows = this * n_samples).
       start: index of the first problem.
+      split_processes: in a multi-process run, each process samples only its share
+        of the problems (`process_shard`) and the per-problem results of all
+        processes are gathered (`distributed.allgather_objects`), so every process
+        returns the result over all problems. (A collective; without it every
+        process samples every problem.)
     Returns:
       dict with "pass@1" and f"pass@{n}" (means of the unbiased estimator over
       problems), "mean_reward", "reasons" (reason -> count over all samples),
@@ -105,11 +112,12 @@ def evaluate_task(
     sampler = Sampler(model, pad_id=pad_id)
     problems = task.problems(num_problems, split, start=start)
     key = jax.random.PRNGKey(seed)
-    num_correct, rewards, lengths, stopped, group_metrics = [], [], [], [], []
-    reasons: Counter[str] = Counter()
-    example = None
-    for lo in range(0, num_problems, prompts_per_batch):
-        chunk = problems[lo : lo + prompts_per_batch]
+    n_proc = jax.process_count() if split_processes else 1
+    mine = process_shard(num_problems, jax.process_index() if n_proc > 1 else 0, n_proc)
+    records = {}  # problem index -> its samples' results (padding entries skipped)
+    for lo in range(0, len(mine), prompts_per_batch):
+        ids = mine[lo : lo + prompts_per_batch]
+        chunk = [problems[i] for i in ids]
         prompts = [encode_prompt(tokenizer, p.prompt) for p in chunk]
         rollout = sampler.sample(prompts, params, jax.random.fold_in(key, lo))
         rows = range(len(chunk) * n_samples)
@@ -120,22 +128,50 @@ def evaluate_task(
             [rollout.sampled_tokens(b) for b in rows],
             stop_ids,
         )
-        reasons.update(v.reasons)
-        rewards.extend(v.rewards.tolist())
-        lengths.extend(rollout.response_mask.sum(-1).astype(int).tolist())
-        stopped.extend(np.asarray(rollout.stopped, bool).tolist())
-        num_correct.extend(v.correct.reshape(len(chunk), n_samples).sum(-1).tolist())
-        for g, problem in enumerate(chunk):
-            texts = v.texts[g * n_samples : (g + 1) * n_samples]
-            group_metrics.append(task.group_metrics(problem, texts))
-        if example is None:
-            example = dict(prompt=chunk[0].prompt, response=v.texts[0], reason=v.reasons[0])
-    out = summarize_samples(
-        n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
+        lengths = rollout.response_mask.sum(-1).astype(int)
+        stopped = np.asarray(rollout.stopped, bool)
+        for g, (i, problem) in enumerate(zip(ids, chunk, strict=True)):
+            s = slice(g * n_samples, (g + 1) * n_samples)
+            records.setdefault(int(i), dict(
+                rewards=v.rewards[s].tolist(), reasons=list(v.reasons[s]),
+                lengths=lengths[s].tolist(), stopped=stopped[s].tolist(),
+                correct=int(v.correct[s].sum()), texts=list(v.texts[s]),
+                metrics=task.group_metrics(problem, v.texts[s]),
+            ))  # fmt: skip
+    if n_proc > 1:
+        for part in distributed.allgather_objects(records):
+            records.update(part)
+    ordered = [records[i] for i in range(num_problems)]
+    first = ordered[0]
+    example = dict(
+        prompt=problems[0].prompt, response=first["texts"][0], reason=first["reasons"][0]
     )
+    out = summarize_samples(
+        n_samples,
+        temperature,
+        [r for x in ordered for r in x["rewards"]],
+        Counter(r for x in ordered for r in x["reasons"]),
+        [x["correct"] for x in ordered],
+        [n for x in ordered for n in x["lengths"]],
+        [b for x in ordered for b in x["stopped"]],
+        example,
+    )
+    num_correct, group_metrics = out["num_correct"], [x["metrics"] for x in ordered]
     out.update(domain_pass_at_k(problems, num_correct, n_samples))
     out["task_metrics"] = mean_group_metrics(group_metrics)
     return out
+
+
+def process_shard(num_problems: int, index: int, processes: int) -> list[int]:
+    """Problem indices process `index` evaluates: every `processes`-th from `index`.
+
+    Every process gets the same count (ceil(N / P)), so they make equally many
+    sampler calls (collectives); a process short of one repeats its first problem
+    (or problem 0), a padding entry whose results are dropped.
+    """
+    mine = list(range(index, num_problems, processes))
+    per = -(-num_problems // processes)
+    return mine + [mine[0] if mine else 0] * (per - len(mine))
 
 
 def domain_pass_at_k(problems, num_correct, n_samples: int) -> dict[str, float]:

@@ -437,3 +437,18 @@ def test_map_row_chunks_pads_the_last_chunk_with_row_0_and_cuts_it():
     got = signals.map_row_chunks(fn, (10.0,), (a, b), chunk=2)
     np.testing.assert_array_equal(got, 10.0 * a.sum(1) + b)
     assert shapes == [((2, 2), (2,))] * 3  # 2 + 2 + (1 row + 1 copy of row 0)
+
+
+def test_pad_token_rows_grows_rows_and_columns_without_changing_the_old_scores():
+    tokens = np.array([[5, 6, 7], [0, 8, 9]], np.int32)
+    mask = np.array([[1, 1, 1], [0, 1, 1]], bool)
+    t, m = signals.pad_token_rows(tokens, mask, 4, 5)
+    np.testing.assert_array_equal(t[:2, :3], tokens)
+    np.testing.assert_array_equal(m[:, 3:], False)  # new columns: masked out
+    np.testing.assert_array_equal(t[2:], np.stack([t[0], t[0]]))  # new rows: row 0's copies
+    t0, m0 = signals.pad_token_rows(np.zeros((0, 2), np.int32), np.zeros((0, 2), bool), 0, 3)
+    assert t0.shape == (1, 3) and m0.tolist() == [[True, False, False]]  # one filler token
+    # A causal scorer gives the old columns the same log-probs after padding.
+    ctx = score_context(chunk=4)
+    want = ctx.policy.logps(tokens, mask)
+    np.testing.assert_allclose(ctx.policy.logps(t, m)[:2, :3], want, atol=1e-5)

@@ -58,14 +58,3 @@ def test_pretrained_teacher_scores_each_process_rows(tmp_path):
     lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
     (train,) = [x for x in lines if x["split"] == "train"]
     assert np.isfinite(train["loss"]) and train["grad_norm"] > 0
-
-
-def test_mopd_refuses_several_processes(monkeypatch):
-    from rlvr_jax.rl import trainer as trainer_lib
-    from rlvr_jax.rl.config import default_config
-
-    c = default_config()
-    c.score.signals = "mopd"
-    monkeypatch.setattr(trainer_lib.jax, "process_count", lambda: 2)
-    with pytest.raises(NotImplementedError, match="config.score.signals 'mopd'"):
-        trainer_lib._check_processes(c, None)

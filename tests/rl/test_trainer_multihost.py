@@ -41,6 +41,7 @@ _CHILD = textwrap.dedent(
     c.train.num_minibatches = 1
     c.loss.kl_coef = 0.05  # the reference scorer on host rows
     c.loss.recompute_old_logps = True
+    c.eval.temperature = 0.0  # greedy: the split evaluation's samples equal one process's
 
     from rlvr_jax.rollout import score
     from rlvr_jax.testing import parity_score_rows
@@ -137,7 +138,8 @@ def test_two_processes_train_resume_and_match_one_process(tmp_path):
     for w, g in zip(want, train, strict=True):
         for k in numeric:
             np.testing.assert_allclose(g[k], w[k], rtol=1e-4, atol=1e-6, err_msg=k)
-    # Process 0's evaluation rows are the one-process run's rows.
+    # The evaluation (each process samples half the problems, results gathered) equals
+    # the one-process run's.
     for k in one["result"]:
         np.testing.assert_allclose(res[0]["result"][k], one["result"][k], rtol=1e-5, err_msg=k)
 

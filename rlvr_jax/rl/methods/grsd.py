@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.core import grsd as grsd_lib
 from rlvr_jax.rl import credit, signals
 from rlvr_jax.rl.methods.model_signals import map_back, relayout
@@ -37,6 +38,9 @@ def guidance(ctx, groups, batch, *, template):
     old = np.asarray(batch["old_logps_BxT"], np.float32)
     guided = (ids >= 0).any(-1) & np.asarray(batch["valid_B"], bool)
     out = np.where(mask, old, 0.0).astype(np.float32)
+    # The scorer is a collective: a process without guided rows joins another's call.
+    if distributed.agree(guided.any()) and not guided.any():
+        ctx.policy.logps(np.zeros((0, 1), np.int32), np.zeros((0, 1), bool))
     if guided.any():
         rows = np.flatnonzero(guided)
         texts = {}

@@ -13,7 +13,9 @@ so every OPD-family transform (plain OPD: opdvr with gate "none"; opd_additive;
 `metadata[domain_key]` (the mixture task sets "domain"). Teachers are loaded
 once per run and may differ in size; each must share the policy's tokenizer.
 Only the routed teacher runs on a row: the rows of a domain are scored together
-in chunks by that domain's teacher alone.
+in chunks by that domain's teacher alone. Multi-process: each process routes its
+own rows; a teacher runs on every process when any routes rows to it, each with
+its own row count padded to the largest (`signals.Scorer.logps`).
 
 Paper-fixed (abstract): routing by domain to the domain's expert teacher.
 Ours: the per-token reward is sampled-token OPD's ℓ^T − ℓ^S (set by the credit
@@ -26,6 +28,7 @@ import json
 
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.core import opsa
 from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods.model_signals import load_teacher, teacher_diagnostics
@@ -107,9 +110,14 @@ def mopd(ctx, groups, batch, *, teachers, domain_key, diagnostics):
         )
     tokens, attn = batch["tokens_BxT"], batch["attention_mask_BxT"]
     out = np.zeros(tokens.shape, np.float32)
-    for domain in sorted(set(domains[valid])):
-        rows = np.flatnonzero(valid & (domains == domain))
-        out[rows] = load_teacher(ctx, **spec[domain]).logps(tokens[rows], attn[rows])
+    # A teacher's scorer is a collective: it runs on every process that any process routes
+    # rows to, each with its own row count (0 included; `Scorer.logps` pads to one shape).
+    names = sorted(spec)
+    counts = np.array([np.sum(valid & (domains == d)) for d in names], np.int64)
+    for domain, total in zip(names, distributed.sum_over_processes(counts), strict=True):
+        if total:
+            rows = np.flatnonzero(valid & (domains == domain))
+            out[rows] = load_teacher(ctx, **spec[domain]).logps(tokens[rows], attn[rows])
     out = np.where(batch["mask_BxT"], out, 0.0).astype(np.float32)
     if diagnostics:
         teacher_diagnostics(ctx, groups, batch, out, prefix="mopd")
