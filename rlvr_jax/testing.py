@@ -18,12 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from rlvr_jax import pyfile
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.tiny import bench_config, tiny_config
 
 __all__ = [
     "bench_config",
     "launch_processes",
+    "multihost_pulse",
     "make_hf_checkpoint",
     "parity_score_rows",
     "parity_vote",
@@ -156,6 +158,23 @@ def score_context(model=None, tokenizer=None, task=None, *, chunk: int = 8, refe
     if reference:
         ref = Scorer(policy.fn, graphdef, jax.tree.map(jnp.copy, params), rest, model.config, chunk)
     return ScoreContext(tokenizer, task, policy, ref)
+
+
+def multihost_pulse(experiment: str, *, steps: int = 2, variant: str = "pulse"):
+    """`experiments/<experiment>`'s `:pulse` config set up for a multi-process test.
+
+    The mesh spans every device of every process on fsdp, one minibatch per step
+    (the update then sums over every row, whatever the split of rows into
+    per-process minibatches), no evaluation at the start and no final export.
+    """
+    file = Path(__file__).resolve().parents[1] / "experiments" / experiment
+    c = pyfile.load(file).get_config(variant)
+    c.mesh.shape = (1, -1, 1)
+    c.eval.at_start = False
+    c.checkpoint.export_final = False
+    c.train.steps = steps
+    c.train.num_minibatches = 1
+    return c
 
 
 def launch_processes(

@@ -16,13 +16,13 @@ from rlvr_jax.train.evaluate import process_shard
 
 _CHILD = textwrap.dedent(
     """
-    import importlib.util, json, sys
+    import json, sys
     from rlvr_jax import distributed
     port, pid, workdir, out = sys.argv[1:]
     assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import parity_score_rows
+    from rlvr_jax.testing import multihost_pulse, parity_score_rows
     from rlvr_jax.train.evaluate import evaluate_task
 
     seen = []
@@ -32,11 +32,7 @@ _CHILD = textwrap.dedent(
         return parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids)
 
     score.score_rows = score_rows
-    spec = importlib.util.spec_from_file_location("grpo", "experiments/baselines/grpo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config("pulse")
-    c.mesh.shape = (1, -1, 1)
+    c = multihost_pulse("baselines/grpo.py")
     c.eval.num_problems = 5  # 3 + 2 (one padding entry on process 1)
     c.eval.temperature = 0.0
     t = trainer_lib.Trainer(c, workdir)

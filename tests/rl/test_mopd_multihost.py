@@ -27,30 +27,22 @@ c.score.signals = "mopd"
 
 _CHILD = (
     """
-import importlib.util, json, sys
+import json, sys
 from rlvr_jax import distributed
 port, pid, workdir, teachers, out = sys.argv[1:]
 assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import mopd
 from rlvr_jax.rollout import score
-from rlvr_jax.testing import parity_score_rows
+from rlvr_jax.testing import multihost_pulse, parity_score_rows
 
 score.score_rows = parity_score_rows  # groups differ, updates move
-spec = importlib.util.spec_from_file_location("opdvr", "experiments/opdvr/opdvr.py")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-c = module.get_config("pulse")
+c = multihost_pulse("opdvr/opdvr.py", steps=2)
 DOMAINS = ("arithmetic", "countdown")
 """
     + _CONFIG
     + """
 c.score.mopd.teachers = teachers
-c.mesh.shape = (1, -1, 1)
-c.eval.at_start = False
-c.checkpoint.export_final = False
-c.train.steps = 2
-c.train.num_minibatches = 1
 rows = {}
 load_teacher = mopd.load_teacher
 

@@ -14,7 +14,7 @@ from rlvr_jax.testing import launch_processes
 
 _CHILD = textwrap.dedent(
     """
-    import hashlib, importlib.util, json, sys
+    import hashlib, json, sys
     import jax
     import numpy as np
     from rlvr_jax import distributed
@@ -24,18 +24,10 @@ _CHILD = textwrap.dedent(
         assert distributed.initialize(f"localhost:{port}", nproc, pid, env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import parity_score_rows
+    from rlvr_jax.testing import multihost_pulse, parity_score_rows
 
     score.score_rows = parity_score_rows  # parity rewards: mixed groups
-    spec = importlib.util.spec_from_file_location("exp", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config("pulse")
-    c.mesh.shape = (1, -1, 1)
-    c.eval.at_start = False
-    c.checkpoint.export_final = False
-    c.train.steps = 2
-    c.train.num_minibatches = 1
+    c = multihost_pulse(path, steps=2)
     t = trainer_lib.Trainer(c, workdir)
     record = {"prompts": [], "states": []}
     pack, step = t.selector._pack, t.selector.step
@@ -63,12 +55,12 @@ _CHILD = textwrap.dedent(
 )
 
 EXPERIMENTS = {
-    "difficulty": "experiments/difficulty/difficulty.py",
-    "sara": "experiments/sara/sara.py",
-    "vigor": "experiments/vigor/vigor.py",
-    "pair": "experiments/pair/pair.py",
-    "leeps": "experiments/leeps/leeps.py",
-    "graph": "experiments/graph_difficulty/sara_graph.py",  # SARA on the kNN-graph estimator
+    "difficulty": "difficulty/difficulty.py",
+    "sara": "sara/sara.py",
+    "vigor": "vigor/vigor.py",
+    "pair": "pair/pair.py",
+    "leeps": "leeps/leeps.py",
+    "graph": "graph_difficulty/sara_graph.py",  # SARA on the kNN-graph estimator
 }
 
 

@@ -16,25 +16,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = textwrap.dedent(
     """
-    import importlib.util, sys
+    import sys
     from rlvr_jax import distributed
     port, pid, workdir, name = sys.argv[1:]
     name, _, variant = name.partition(":")
     assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import parity_score_rows
+    from rlvr_jax.testing import multihost_pulse, parity_score_rows
 
     score.score_rows = parity_score_rows  # groups differ, updates move
-    spec = importlib.util.spec_from_file_location("exp", f"experiments/{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config(variant or "pulse")
-    c.mesh.shape = (1, -1, 1)
-    c.eval.at_start = False
-    c.checkpoint.export_final = False
-    c.train.steps = 1
-    c.train.num_minibatches = 1
+    c = multihost_pulse(f"{name}.py", steps=1, variant=variant or "pulse")
     t = trainer_lib.Trainer(c, workdir)
     try:
         t.run()
@@ -76,7 +68,7 @@ def test_rollout_runs_in_two_processes(name, tmp_path):
 
 _GRSD_CHILD = textwrap.dedent(
     """
-    import importlib.util, json, sys
+    import json, sys
     import numpy as np
     from rlvr_jax import distributed
     port, pid, workdir, out = sys.argv[1:]
@@ -84,7 +76,7 @@ _GRSD_CHILD = textwrap.dedent(
     assert distributed.initialize(f"localhost:{port}", 2, pid, env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import parity_score_rows
+    from rlvr_jax.testing import multihost_pulse, parity_score_rows
 
     def score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
         v = parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids)
@@ -94,15 +86,7 @@ _GRSD_CHILD = textwrap.dedent(
         return v
 
     score.score_rows = score_rows
-    spec = importlib.util.spec_from_file_location("grsd", "experiments/grsd/grsd.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config("pulse")
-    c.mesh.shape = (1, -1, 1)
-    c.eval.at_start = False
-    c.checkpoint.export_final = False
-    c.train.steps = 2
-    c.train.num_minibatches = 1
+    c = multihost_pulse("grsd/grsd.py", steps=2)
     t = trainer_lib.Trainer(c, workdir)
     guided, rollout = [], t.rollout
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = textwrap.dedent(
     """
-    import importlib.util, json, sys
+    import json, sys
     import numpy as np
     from rlvr_jax import distributed
     port, pid, workdir, out = sys.argv[1:]
@@ -28,7 +28,7 @@ _CHILD = textwrap.dedent(
     assert distributed.initialize(f"localhost:{port}", 2, pid, env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import parity_score_rows
+    from rlvr_jax.testing import multihost_pulse, parity_score_rows
 
     calls = {"rollouts": 0, "recorded": 0}
 
@@ -40,16 +40,8 @@ _CHILD = textwrap.dedent(
         return v
 
     score.score_rows = score_rows
-    spec = importlib.util.spec_from_file_location("dapo", "experiments/baselines/dapo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config("pulse")
+    c = multihost_pulse("baselines/dapo.py", steps=1)
     c.select.max_rounds = 3
-    c.mesh.shape = (1, -1, 1)
-    c.eval.at_start = False
-    c.checkpoint.export_final = False
-    c.train.steps = 1
-    c.train.num_minibatches = 1
     t = trainer_lib.Trainer(c, workdir)
     rollout, outcomes = t.rollout, t.selector._outcomes
 

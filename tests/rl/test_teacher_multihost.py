@@ -15,25 +15,17 @@ from .test_rollout_experiments import load
 from .test_select_multihost import launch_two
 
 _CHILD = """
-import importlib.util, sys
+import sys
 from rlvr_jax import distributed
 port, pid, workdir, teacher = sys.argv[1:]
 assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rollout import score
-from rlvr_jax.testing import parity_score_rows
+from rlvr_jax.testing import multihost_pulse, parity_score_rows
 
 score.score_rows = parity_score_rows  # groups differ, updates move
-spec = importlib.util.spec_from_file_location("opdvr", "experiments/opdvr/opdvr.py")
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-c = module.get_config("pulse")
+c = multihost_pulse("opdvr/opdvr.py", steps=1)
 c.score.teacher.source, c.score.teacher.path = "pretrained", teacher
-c.mesh.shape = (1, -1, 1)
-c.eval.at_start = False
-c.checkpoint.export_final = False
-c.train.steps = 1
-c.train.num_minibatches = 1
 t = trainer_lib.Trainer(c, workdir)
 try:
     t.run()

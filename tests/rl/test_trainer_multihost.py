@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = textwrap.dedent(
     """
-    import dataclasses, importlib.util, json, sys
+    import dataclasses, json, sys
     import numpy as np
     from rlvr_jax import distributed
     port, pid, nproc, workdir, steps, out = sys.argv[1:]
@@ -27,18 +27,9 @@ _CHILD = textwrap.dedent(
     import jax
     from rlvr_jax.data.pipeline import prompt_batches
     from rlvr_jax.rl import trainer as trainer_lib
+    from rlvr_jax.testing import multihost_pulse
 
-    spec = importlib.util.spec_from_file_location("grpo", "experiments/baselines/grpo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    c = module.get_config("pulse")  # 4 prompts x G=4, micro-batches of 4 rows
-    c.mesh.shape = (1, -1, 1)
-    c.eval.at_start = False
-    c.checkpoint.export_final = False
-    c.train.steps = steps
-    # One minibatch per step: the update sums over every row, whatever the split of
-    # rows into per-process minibatches (see the trainer's docstring).
-    c.train.num_minibatches = 1
+    c = multihost_pulse("baselines/grpo.py", steps=steps)  # 4 prompts x G=4, 4-row micro-batches
     c.loss.kl_coef = 0.05  # the reference scorer on host rows
     c.loss.recompute_old_logps = True
     c.eval.temperature = 0.0  # greedy: the split evaluation's samples equal one process's
