@@ -50,14 +50,14 @@ more policy forward to score.
 Measured (one seed, a miniature, not a reproduction): GRSD vs GRPO
 (experiments/agentic/tool_lookup.py) at an equal rollout budget, 10 steps of 16 episodes
 × G = 8 on the tool_lookup base, held-out pass@1 on 64 test problems × 8 samples, the
-reproduction page's runs (`python scripts/reproduce.py grsd --seeds 0 --pin 1`,
-docs/reproductions/grsd.md; one core of this 2-core VM under load):
+reproduction page's runs (`python scripts/reproduce.py grsd --seeds 0`,
+docs/reproductions/grsd.md; 2026-12-04, one core of this 2-core VM under load):
   arm   pass@1 before -> after   pass@8 after   turns   CPU s
-  GRSD  43.9 -> 46.3             93.8           3.79    565
-  GRPO  43.9 -> 46.9             95.3           3.74    465
+  GRSD  54.3 -> 58.6             98.4           3.54    779
+  GRPO  54.3 -> 59.2             100.0          3.57    349
 No difference is resolved (one seed; the s.e. of a pass@1 on 512 samples is ~2 points).
-Guidance reached 75-88% of the rows each step and moved the self-teacher's log-probs by
--0.63 to -0.73 nats per token on average (|shift| 0.67-0.77): it lowers nearly every
+Guidance reached 69-94% of the rows each step and moved the self-teacher's log-probs by
+-0.52 to -0.75 nats per token on average (|shift| 0.55-0.77): it lowers nearly every
 token, the prompt-perturbation effect described above, not advice. Measured in one process.
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract:
