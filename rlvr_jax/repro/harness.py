@@ -76,6 +76,8 @@ def reproduce(
         how = " ".join(runs_lib.pin_prefix(pin, nice)) or "not pinned"
         launch = launch or runs_lib.subprocess_launcher(pin, nice)
         runs_lib.execute_all(runs, launch, retry_crashed=retry_crashed, how=how, echo=echo)
+        for r in runs:  # a run another harness held (skipped here) may have finished since
+            r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
     else:
         for r in runs:  # a finished run whose manifest predates it still counts
             if r.status != runs_lib.DONE and runs_lib.is_complete(r):

@@ -202,3 +202,22 @@ def test_a_run_held_by_another_harness_is_skipped_and_its_record_kept(tmp_path, 
     assert fake.calls == [("grpo", 0)]
     manifest = runs_lib.read_manifest(first.workdir)
     assert manifest["status"] == "done" and len(manifest["attempts"]) == 1
+
+
+def test_the_page_shows_a_run_another_harness_finished_meanwhile(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    grpo = runs_lib.plan(repro, [0], tmp_path / "root")[0]
+    grpo.workdir.mkdir(parents=True)
+    other = FileLock(grpo.workdir / runs_lib.HARNESS_LOCK).acquire()
+
+    def launch(run, log):  # while this harness trains SARA, the other finishes GRPO
+        if other.held:
+            other.release()
+            runs_lib.execute(grpo, fake, echo=lambda *_: None)
+        return fake(run, log)
+
+    page = reproduce(
+        repro, [0], tmp_path / "root", launch=launch, docs=tmp_path / "docs", echo=lambda *_: None
+    ).read_text()
+    assert fake.calls == [("grpo", 0), ("sara", 0)]  # GRPO by the other harness, once
+    assert "| grpo | 0 | done |" in page and "| sara | 0 | done |" in page
