@@ -20,7 +20,9 @@ from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
 _agentic = pyfile.load(Path(__file__).parents[1] / "agentic" / "repro.py", "_repro_agentic_arms")
 # The tool arms override the page's COMMON with the agentic miniature, so the GRPO arm
 # resolves to the agentic page's config (the same runs).
-GRPO_TOOL = dataclasses.replace(_agentic.GRPO_TOOL, name="grpo@tool", overrides=_agentic.SHRUNK)
+GRPO_TOOL = dataclasses.replace(
+    _agentic.GRPO_TOOL, name="grpo@tool", overrides=_agentic.SHRUNK, baseline="grpo@tool"
+)
 
 CBV = Metric(
     "node CBV",
@@ -50,6 +52,7 @@ def get_reproduction() -> Reproduction:
                 dict(_agentic.SHRUNK),
                 note="the same branching inside model turns of tool_lookup episodes "
                 "(environment tokens never branch points)",
+                baseline="grpo@tool",
             ),
             GRPO_TOOL,
         ),

@@ -65,7 +65,6 @@ def results_table(repro: Reproduction, results: list[RunResult]) -> str:
     for m in repro.metrics:
         head += [m.name, f"Δ {m.name}"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    base = summaries[repro.baseline]
     for arm in repro.arms:
         mine = [r for r in results if r.run.arm.name == arm.name]
         done = sum(r.done for r in mine)
@@ -75,10 +74,11 @@ def results_table(repro: Reproduction, results: list[RunResult]) -> str:
         for m in repro.metrics:
             s = summaries[arm.name][m.name]
             cells.append(fmt_summary(s, m))
-            if arm.name == repro.baseline:
+            ref = repro.reference(arm)
+            if arm.name == ref:
                 cells.append("(baseline)")
             else:
-                cells.append(fmt_diff(Difference.of(s, base[m.name]), m))
+                cells.append(fmt_diff(Difference.of(s, summaries[ref][m.name]), m))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -151,6 +151,8 @@ def _setup(repro: Reproduction, results: list[RunResult]) -> str:
     for a in repro.arms:
         over = ", ".join(f"`{k}={v}`" for k, v in a.overrides.items()) or "none"
         note = f" — {a.note}" if a.note else ""
+        if a.baseline and a.baseline != a.name:
+            note += f" (its Δ columns: against {a.baseline})"
         lines.append(f"  - **{a.name}** ({a.role}): `{a.config}`; overrides {over}{note}")
     common = ", ".join(f"`{k}={v}`" for k, v in repro.common.items()) or "none"
     lines.append(f"- Common overrides (every arm): {common}")

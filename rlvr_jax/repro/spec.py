@@ -55,6 +55,9 @@ class Arm:
       overrides: config field path -> value, applied after `Reproduction.common`.
       role: "method", "baseline" or "ablation" (how the page describes it).
       note: one line on what the arm is (shown in the page's arm list).
+      baseline: the arm its Δ columns are taken against ("" = the page's baseline;
+        its own name = it is a baseline itself): arms on another task than the
+        page's baseline (CBPO's tool-episode arms) compare with their own.
     """
 
     name: str
@@ -62,6 +65,7 @@ class Arm:
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     role: str = "method"
     note: str = ""
+    baseline: str = ""
 
     def __post_init__(self):
         if self.role not in ROLES:
@@ -173,6 +177,9 @@ class Reproduction:
             raise ValueError(f"{where}: metric names repeat: {metric_names}")
         if self.baseline not in names:
             raise ValueError(f"{where}: baseline {self.baseline!r} is not an arm; arms: {names}")
+        for a in self.arms:
+            if a.baseline and a.baseline not in names:
+                raise ValueError(f"{where}: arm {a.name!r} baseline {a.baseline!r}; arms: {names}")
         for c in self.claims:
             for arm in (c.arm, c.baseline):
                 if arm not in names:
@@ -184,6 +191,10 @@ class Reproduction:
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)
+
+    def reference(self, arm: Arm) -> str:
+        """The arm `arm`'s Δ columns are taken against."""
+        return arm.baseline or self.baseline
 
     def metric(self, name: str) -> Metric:
         return next(m for m in self.metrics if m.name == name)

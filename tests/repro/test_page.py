@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+
+import pytest
 
 from rlvr_jax.repro import Arm, Claim, Reproduction
 from rlvr_jax.repro import summary as summary_lib
@@ -73,6 +76,37 @@ def test_results_table_cells():
     assert lines[3] == (
         "| m | method | 2/3 (1 crashed) | 41.0 ± 1.4 | +10.0 ± 1.2 | 115 ± 21 | +5 ± 16 |"
     )
+
+
+def test_an_arm_with_its_own_baseline_is_compared_with_it():
+    """Arms on another task (CBPO's @tool arms) take their Δ against their own baseline."""
+    arms = REPRO.arms + (
+        Arm("base@b", "baselines/grpo.py", role="baseline", baseline="base@b"),
+        Arm("m@b", "sara/sara.py", baseline="base@b"),
+    )
+    repro = dataclasses.replace(REPRO, arms=arms)
+    results = []
+    for (arm, seed), (p1, ro) in {
+        ("base", 0): (0.30, 100),
+        ("base", 1): (0.32, 120),
+        ("m", 0): (0.40, 100),
+        ("m", 1): (0.42, 130),
+        ("base@b", 0): (0.80, 10),
+        ("base@b", 1): (0.80, 30),
+        ("m@b", 0): (0.70, 20),
+        ("m@b", 1): (0.72, 20),
+    }.items():
+        run = Run(repro.arm(arm), seed, {}, f"k{arm}{seed}", None, ["x"], {"status": "done"})
+        results.append(RunResult(run, {"pass@1": p1, "rollouts": ro}))
+    lines = results_table(repro, results).splitlines()
+    assert lines[3].startswith("| m | method | 2/2 | 41.0 ± 1.4 | +10.0 ± 1.4 |")
+    assert lines[4] == (
+        "| base@b | baseline | 2/2 | 80.0 ± 0.0 | (baseline) | 20 ± 14 | (baseline) |"
+    )
+    assert lines[5] == "| m@b | method | 2/2 | 71.0 ± 1.4 | -9.0 ± 1.0 | 20 ± 0 | +0 ± 10 |"
+    bad = dataclasses.replace(REPRO.arms[1], baseline="nope")
+    with pytest.raises(ValueError, match="arm 'm' baseline 'nope'"):
+        dataclasses.replace(REPRO, arms=(REPRO.arms[0], bad))
 
 
 def test_claims_table_verdicts():
