@@ -73,6 +73,13 @@ on this 2-core CPU shared with other jobs:
 CBPO logged 3.0 branches per root and a mean node CBV of 0.08-0.16 per step; branch rows'
 reward was below the roots' on 8 of 10 steps. One seed and 512 samples per evaluation
 (standard error of pass@1 ~0.02): no difference between the arms is resolved.
+Reproduction page (docs/reproductions/cbpo.md, `python scripts/reproduce.py cbpo
+--seeds 0`, 2026-12-04, one seed): single-turn Countdown, 20 steps of 32 prompts x 8,
+256 test problems x 8: pass@1 29.9 (CBPO) vs 34.4 (GRPO), pass@8 60.5 vs 53.9, mean
+node CBV 0.120; on tool_lookup episodes (`:tool_lookup`, 10 steps of 16 x 8, 64 test
+problems x 8, against experiments/agentic/tool_lookup.py): pass@1 57.4 vs 59.2, pass@8
+98.4 vs 100.0, mean node CBV 0.161 (221 and 354 CPU s for the CBPO runs). No verdict
+with one seed per arm.
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract: two
 unnamed scales), G = 16 with the root share above (4 roots); `:paper` on math_file
