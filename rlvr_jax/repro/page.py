@@ -176,7 +176,12 @@ def page_facts(results: list[RunResult]) -> dict[str, Any]:
             seen.add(r.run.key)
             attempts += r.run.manifest.get("attempts", [])
     starts = sorted(a["start"] for a in attempts if "start" in a)
+    weights: dict[str, set[str]] = {}
+    for a in attempts:
+        for name, digest in a.get("warm_starts", {}).items():
+            weights.setdefault(name, set()).add(digest)
     return {
+        "warm_starts": {name: sorted(d) for name, d in sorted(weights.items())},
         "wall_s": sum(a.get("wall_s", 0.0) for a in attempts),
         "cpu_s": sum(a.get("cpu_s", 0.0) for a in attempts),
         "dates": f"{starts[0][:10]} .. {starts[-1][:10]}" if starts else "–",
@@ -185,6 +190,23 @@ def page_facts(results: list[RunResult]) -> dict[str, Any]:
         "commits": sorted({a.get("commit", "?") for a in attempts}),
         "distinct_runs": len(seen),
     }
+
+
+def warm_start_line(weights: dict[str, list[str]]) -> str:
+    """The page's line on the warm-start weights the runs started from."""
+    if not weights:
+        return "- Warm starts: not recorded (runs before the harness recorded them)."
+    parts = []
+    for name, digests in weights.items():
+        if len(digests) > 1:
+            parts.append(
+                f"`{name}` **{', '.join(digests)}: retrained between runs, which therefore "
+                "started from different models**"
+            )
+        else:
+            parts.append(f"`{name}` {digests[0]}")
+    head = "- Warm starts (sha256 of the weights, as recorded per attempt): "
+    return head + "; ".join(parts) + "."
 
 
 def page_text(
@@ -235,6 +257,7 @@ def page_text(
         f"{facts['cpu_s'] / 60:.1f} CPU-minutes in all (training commands, all attempts).",
         f"- Dates: {facts['dates']}; code: {', '.join(facts['commits'])}.",
         f"- Machine: {'; '.join(facts['machines']) or '–'}; runs {', '.join(facts['how'])}.",
+        warm_start_line(facts["warm_starts"]),
         f"- Page written {datetime.date.today().isoformat()}.\n",
     ]
     return "\n".join(out)

@@ -175,6 +175,25 @@ def warm_start_names(config: dict[str, Any]) -> list[str]:
     return sorted(name for d in found for name in _warm_start_dirs(d))
 
 
+def warm_start_digests(config: dict[str, Any]) -> dict[str, str]:
+    """sha256 (12 hex digits) of each cached warm-start model the config uses.
+
+    The run key names a warm start by its spec, not its weights; a warm start
+    retrained on another machine (SFT on CPU is not bit-reproducible across
+    machines) keeps its name, so each attempt records the weights it found.
+    Models not in the cache are left out.
+    """
+    from rlvr_jax.train import warmstart
+
+    root = warmstart.DEFAULT_CACHE_DIR.expanduser()
+    out = {}
+    for name in warm_start_names(config):
+        weights = root / name / "model.safetensors"
+        if weights.is_file():
+            out[name] = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    return out
+
+
 def _flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in node.items():
@@ -440,6 +459,7 @@ def _execute_held(run: Run, launch: Launcher, *, retry_crashed: bool, how: str, 
     except KeyboardInterrupt:
         rc = None
     attempt.update(wall_s=time.perf_counter() - t0, cpu_s=_children_cpu() - cpu0, rc=rc)
+    attempt["warm_starts"] = warm_start_digests(run.config)  # trained by the run if missing
     if rc is None:
         m["status"] = INTERRUPTED
         _write_manifest(run)

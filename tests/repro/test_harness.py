@@ -221,3 +221,26 @@ def test_the_page_shows_a_run_another_harness_finished_meanwhile(tmp_path, fake)
     ).read_text()
     assert fake.calls == [("grpo", 0), ("sara", 0)]  # GRPO by the other harness, once
     assert "| grpo | 0 | done |" in page and "| sara | 0 | done |" in page
+
+
+def test_each_attempt_records_the_warm_start_weights_it_used(tmp_path, monkeypatch, fake):
+    from rlvr_jax.train import warmstart
+
+    monkeypatch.setattr(warmstart, "DEFAULT_CACHE_DIR", tmp_path / "cache")
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    run = runs_lib.plan(repro, [0], tmp_path / "root")[0]
+    run.config = dict(run.config, model=dict(run.config["model"], source="warm_start"))
+    run.config["model"]["domain"] = "countdown"
+    names = runs_lib.warm_start_names(run.config)
+    assert names and all(n.startswith("countdown-") for n in names)
+    (tmp_path / "cache" / names[0]).mkdir(parents=True)
+    (tmp_path / "cache" / names[0] / "model.safetensors").write_bytes(b"weights")
+    runs_lib.execute(run, fake, echo=lambda *_: None)
+    (attempt,) = runs_lib.read_manifest(run.workdir)["attempts"]
+    assert attempt["warm_starts"] == {names[0]: _sha(b"weights")}
+
+
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()[:12]

@@ -11,7 +11,14 @@ from rlvr_jax.repro import Arm, Claim, Reproduction
 from rlvr_jax.repro import summary as summary_lib
 from rlvr_jax.repro.catalogue import PAPERS
 from rlvr_jax.repro.metrics import PASS_1, ROLLOUTS
-from rlvr_jax.repro.page import claims_table, page_summary, page_text, results_table
+from rlvr_jax.repro.page import (
+    claims_table,
+    page_facts,
+    page_summary,
+    page_text,
+    results_table,
+    warm_start_line,
+)
 from rlvr_jax.repro.results import RunResult
 from rlvr_jax.repro.runs import Run
 
@@ -107,6 +114,19 @@ def test_an_arm_with_its_own_baseline_is_compared_with_it():
     bad = dataclasses.replace(REPRO.arms[1], baseline="nope")
     with pytest.raises(ValueError, match="arm 'm' baseline 'nope'"):
         dataclasses.replace(REPRO, arms=(REPRO.arms[0], bad))
+
+
+def test_page_names_the_warm_start_weights_and_flags_a_retrained_one():
+    assert "not recorded" in warm_start_line({})
+    line = warm_start_line({"countdown-base-x": ["aaa"], "tool-base-y": ["bbb", "ccc"]})
+    assert "`countdown-base-x` aaa;" in line
+    assert "`tool-base-y` **bbb, ccc: retrained between runs" in line
+    attempts = [{"warm_starts": {"w": "d1"}}, {"warm_starts": {"w": "d2"}}, {}]
+    results = [
+        RunResult(Run(REPRO.arms[0], i, {}, f"k{i}", None, ["x"], {"attempts": [a]}), {})
+        for i, a in enumerate(attempts)
+    ]
+    assert page_facts(results)["warm_starts"] == {"w": ["d1", "d2"]}
 
 
 def test_claims_table_verdicts():
