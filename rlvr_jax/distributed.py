@@ -303,11 +303,11 @@ def allgather_objects(obj) -> list:
     import pickle
 
     data = np.frombuffer(pickle.dumps(obj), np.uint8)
-    size = int(max_over_processes(np.array([data.size], np.int64))[0])
-    padded = np.zeros(size, np.uint8)
+    sizes = _allgather(np.array([data.size], np.int64))[:, 0]  # one gather gives max and cuts
+    padded = np.zeros(int(sizes.max()), np.uint8)
     padded[: data.size] = data
-    sizes, blobs = _allgather(np.array([data.size], np.int64)), _allgather(padded)
-    return [pickle.loads(b[: int(n[0])].tobytes()) for n, b in zip(sizes, blobs, strict=True)]
+    blobs = _allgather(padded)
+    return [pickle.loads(b[:n].tobytes()) for n, b in zip(sizes.tolist(), blobs, strict=True)]
 
 
 def max_over_processes(values) -> np.ndarray:
