@@ -7,7 +7,9 @@ The arms, metrics and claims are declared in experiments/<slug>/repro.py. Every
 arm × seed is `python -m rlvr_jax.main --config=experiments/<arm config> ...`
 in `<root>/runs/<hash of the resolved config + seed>/`: finished runs are reused
 (a baseline shared by several pages is trained once), unfinished ones resumed.
-The page is docs/reproductions/<slug>.md (+ .png curves, .json summary).
+The page is docs/reproductions/<slug>.md (+ .png curves, .json summary); each
+finished run is kept as docs/reproductions/records/<key>.json.gz, from which a
+fresh clone restores it (`--no-train` rebuilds the pages without training).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     p.add_argument("--no-train", action="store_true", help="only tabulate the finished runs")
     p.add_argument("--retry-crashed", action="store_true", help="resume runs that crashed")
     p.add_argument("--docs", default=str(DOCS), help="directory of the pages")
+    p.add_argument("--records", default="", help="run records (default: <docs>/records)")
     p.add_argument("--all", action="store_true", help="rewrite docs/reproductions.md")
     args = p.parse_args()
     if not args.slugs and not args.all:
@@ -45,6 +48,7 @@ def main() -> None:
             train=not args.no_train,
             retry_crashed=args.retry_crashed,
             docs=Path(args.docs),
+            records=Path(args.records) if args.records else None,
         )
         print(f"wrote {page}")
     if args.all:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rlvr_jax import pyfile
 from rlvr_jax.repro import page as page_lib
+from rlvr_jax.repro import records as records_lib
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.repro.results import collect
 from rlvr_jax.repro.spec import Reproduction
@@ -52,6 +53,7 @@ def reproduce(
     train: bool = True,
     retry_crashed: bool = False,
     docs: Path = page_lib.DOCS,
+    records: Path | None = None,
     plot: bool = True,
     echo=print,
 ) -> Path:
@@ -66,12 +68,23 @@ def reproduce(
       train: False only tabulates what exists (no run is started or resumed).
       retry_crashed: resume runs whose last attempt crashed.
       docs: the directory of the pages.
+      records: where finished runs are kept in the repository (`rlvr_jax.repro.records`;
+        default `<docs>/records`): a run missing under `root` is restored from its
+        record, and every finished run's record is written.
       plot: also draw the curves.
     Returns:
       The page's path.
     """
+    records = Path(records) if records is not None else Path(docs) / "records"
     runs = runs_lib.plan(repro, seeds, Path(root))
-    echo(f"{repro.slug}: {len(runs)} runs ({len({r.key for r in runs})} distinct)")
+    restored = sum(records_lib.restore(r, records) for r in runs)
+    for r in runs:  # arms sharing a restored run read its manifest too
+        r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
+    echo(
+        f"{repro.slug}: {len(runs)} runs ({len({r.key for r in runs})} distinct"
+        + (f", {restored} restored from {records}" if restored else "")
+        + ")"
+    )
     if train:
         how = " ".join(runs_lib.pin_prefix(pin, nice)) or "not pinned"
         launch = launch or runs_lib.subprocess_launcher(pin, nice)
@@ -82,6 +95,8 @@ def reproduce(
         for r in runs:  # a finished run whose manifest predates it still counts
             if r.status != runs_lib.DONE and runs_lib.is_complete(r):
                 r.manifest["status"] = runs_lib.DONE
+    for r in runs:
+        records_lib.save(r, records)
     return page_lib.write_page(
         repro, collect(repro, runs), seeds=seeds, root=str(root), docs=docs, plot=plot
     )

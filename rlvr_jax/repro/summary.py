@@ -91,7 +91,8 @@ def summary_text(docs: Path, experiments: Path = EXPERIMENTS) -> str:
         "One row per seed paper. Each measured row links to its page: arms, seeds, the table "
         "of mean ± sd, the curves, the exact commands, runtime and machine, and what was shrunk "
         "relative to the paper. Rebuild a page with `python scripts/reproduce.py <slug>` and "
-        "this table with `python scripts/reproduce.py --all`.\n",
+        "this table with `python scripts/reproduce.py --all`; finished runs are kept "
+        "in `reproductions/records/`, so `--no-train` rebuilds a page on a fresh clone.\n",
         f"Verdict rule: {stats.RULE}\n",
         f"Counts: {counts_line(counts(table))}.\n",
         "| slug | paper's claim | our arms | our result | verdict | link |",

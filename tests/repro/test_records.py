@@ -1,0 +1,94 @@
+"""Finished runs kept as records: a page rebuilds on a fresh root, and seeds add up."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+from rlvr_jax.repro import records as records_lib
+from rlvr_jax.repro import reproduce
+from rlvr_jax.repro import runs as runs_lib
+from tests.repro.conftest import pulse_repro
+
+
+def _page(repro, tmp_path, launch, seeds, root="root", train=True):
+    return reproduce(
+        repro,
+        seeds,
+        tmp_path / root,
+        launch=launch,
+        train=train,
+        docs=tmp_path / "docs",
+        echo=lambda *_: None,
+        plot=False,
+    ).read_text()
+
+
+def test_a_fresh_root_rebuilds_the_page_from_records_without_training(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    before = _page(repro, tmp_path, fake, [0, 1])
+    records = sorted(p.name for p in (tmp_path / "docs" / "records").iterdir())
+    keys = sorted({r.key for r in runs_lib.plan(repro, [0, 1], tmp_path / "root")})
+    assert records == [k + ".json.gz" for k in keys]  # one per distinct finished run
+    shutil.rmtree(tmp_path / "root")  # a new machine: the runs are gone
+    fake.calls.clear()
+    after = _page(repro, tmp_path, fake, [0, 1], train=False)
+    assert fake.calls == []
+    # The same table rows, from records alone.
+    table = [line for line in before.splitlines() if line.startswith("| sara |")]
+    assert table and table == [line for line in after.splitlines() if line.startswith("| sara |")]
+    assert "40.5 ± 0.7" in table[0]  # SARA: pass@1 0.40 and 0.41 (fake scores)
+
+
+def test_new_seeds_add_to_restored_ones(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _page(repro, tmp_path, fake, [0])
+    shutil.rmtree(tmp_path / "root")
+    fake.calls.clear()
+    _page(repro, tmp_path, fake, [0, 1], root="root2")
+    assert fake.calls == [("grpo", 1), ("sara", 1)]  # seed 0 restored, only seed 1 trained
+    runs = runs_lib.plan(repro, [0, 1], tmp_path / "root2")
+    assert [r.status for r in runs] == ["done"] * 4
+    assert [bool(r.manifest.get("restored_from")) for r in runs] == [True, False, True, False]
+    # The restored run's manifest keeps its original attempt (commands, CPU time).
+    assert runs[0].manifest["attempts"][0]["rc"] == 0
+
+
+def test_a_local_run_wins_over_its_record_and_a_rerun_refreshes_the_record(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _page(repro, tmp_path, fake, [0])
+    grpo = runs_lib.plan(repro, [0], tmp_path / "root")[0]
+    record = records_lib.path(tmp_path / "docs" / "records", grpo.key)
+    assert not records_lib.restore(grpo, record.parent)  # workdir exists: untouched
+    # A second attempt (the run was moved away and retrained) makes the record stale.
+    first = records_lib.load(record)["manifest"]["attempts"]
+    (grpo.workdir / "metrics.jsonl").unlink()
+    runs_lib.execute(grpo, fake, echo=lambda *_: None)
+    assert records_lib.save(grpo, record.parent) == record
+    assert len(records_lib.load(record)["manifest"]["attempts"]) == len(first) + 1
+    assert records_lib.save(grpo, record.parent) is None  # nothing new: not rewritten
+
+
+def test_records_are_byte_stable_and_bad_records_name_their_file(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _page(repro, tmp_path, fake, [0])
+    records = tmp_path / "docs" / "records"
+    run = runs_lib.plan(repro, [0], tmp_path / "root")[1]
+    target = records_lib.path(records, run.key)
+    data = target.read_bytes()
+    target.unlink()
+    assert records_lib.save(run, records) == target and target.read_bytes() == data
+    rec = json.loads(gzip.decompress(data))
+    assert rec["key"] == run.key and rec["metrics"][-1]["pass@1"] == pytest.approx(0.40)
+    target.write_bytes(b"not gzip")
+    with pytest.raises(ValueError, match=target.name):
+        records_lib.load(target)
+    # A record filed under the wrong key is refused, not restored.
+    other = runs_lib.plan(repro, [1], tmp_path / "root")[1]
+    target.write_bytes(data)
+    shutil.copy(target, records_lib.path(records, other.key))
+    with pytest.raises(ValueError, match=f"expected {other.key}"):
+        records_lib.restore(other, records)
