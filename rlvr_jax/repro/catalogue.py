@@ -146,7 +146,6 @@ PAPERS = (
         "spyrl",
         "RLSVR / SpyRL self-play",
         "self-play vote rewards beat self-improvement baselines",
-        manual="no repro.py yet: a one-seed miniature vs GRPO in experiments/spyrl/spyrl.py",
     ),
     Paper(
         "vigor",
