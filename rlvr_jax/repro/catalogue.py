@@ -28,7 +28,6 @@ PAPERS = (
         "seq_opd_rl",
         "Sequential Beats Joint (OPD then RL)",
         "OPD-then-RL beats pure OPD, pure RLVR and joint fusion",
-        manual=f"{PIPELINES}: the OPD → RL stage switch",
     ),
     Paper(
         "gar", "Gradient-Aligned Rewards (GAR)", "GAR improves over GRPO; < 9% wall-clock overhead"

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rlvr_jax.repro import pipelines
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.repro.metrics import PASS_1_BEFORE
 from rlvr_jax.repro.results import (
@@ -123,24 +124,42 @@ def runs_table(repro: Reproduction, results: list[RunResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _run_line(c: dict) -> str:
+    """What a run of config `c` trains and how it is evaluated, one line."""
+    model = c["model"]
+    where = (
+        f"warm-start `{model['domain']}` {model['role']}"
+        if model["source"] == "warm_start"
+        else f"{model['source']} model"
+    )
+    e = c["eval"]
+    held_out = (
+        f"held-out evaluation on the first {e['num_problems']} `{e['split']}` problems, "
+        f"{e['n_samples']} samples each at temperature {e['temperature']} (unbiased pass@k)"
+    )
+    if pipelines.is_pipeline(c):
+        stages = ", ".join(
+            f"{n} ({c['stages'][n]['kind']}, ≤ {c['stages'][n]['run']['train']['steps']} steps)"
+            if "steps" in c["stages"][n]["run"].get("train", {})
+            else f"{n} ({c['stages'][n]['kind']})"
+            for n in pipelines.stage_names(c)
+        )
+        return (
+            f"- A pipeline from the {where}: stages {stages}; {held_out}, of the base and of "
+            "each stage's export (an arm's value is its stage's evaluation)."
+        )
+    return (
+        f"- Task `{c['task']['name']}`, policy: {where}; {c['train']['steps']} RL steps of "
+        f"{c['data']['prompts_per_step']} prompts × G = {c['data']['group_size']} rollouts "
+        f"(≤ {c['rollout']['max_new_tokens']} new tokens); {held_out}, {_when(c)}."
+    )
+
+
 def _setup(repro: Reproduction, results: list[RunResult]) -> str:
     c = results[0].run.config if results else {}
     lines = []
     if c:
-        model = c["model"]
-        where = (
-            f"warm-start `{model['domain']}` {model['role']}"
-            if model["source"] == "warm_start"
-            else f"{model['source']} model"
-        )
-        lines.append(
-            f"- Task `{c['task']['name']}`, policy: {where}; {c['train']['steps']} RL steps of "
-            f"{c['data']['prompts_per_step']} prompts × G = {c['data']['group_size']} rollouts "
-            f"(≤ {c['rollout']['max_new_tokens']} new tokens); held-out evaluation on the first "
-            f"{c['eval']['num_problems']} `{c['eval']['split']}` problems, "
-            f"{c['eval']['n_samples']} samples each at temperature {c['eval']['temperature']} "
-            f"(unbiased pass@k), {_when(c)}."
-        )
+        lines.append(_run_line(c))
     before = Summary.of([r.before for r in results if r.done])
     if before.n:
         lines.append(
@@ -153,7 +172,8 @@ def _setup(repro: Reproduction, results: list[RunResult]) -> str:
         note = f" — {a.note}" if a.note else ""
         if a.baseline and a.baseline != a.name:
             note += f" (its Δ columns: against {a.baseline})"
-        lines.append(f"  - **{a.name}** ({a.role}): `{a.config}`; overrides {over}{note}")
+        at = f" (stage `{a.stage}`)" if a.stage else ""
+        lines.append(f"  - **{a.name}** ({a.role}): `{a.config}`{at}; overrides {over}{note}")
     common = ", ".join(f"`{k}={v}`" for k, v in repro.common.items()) or "none"
     lines.append(f"- Common overrides (every arm): {common}")
     lines.append(

@@ -10,6 +10,7 @@ import dataclasses
 import math
 
 from rlvr_jax.repro import metrics as metrics_lib
+from rlvr_jax.repro import pipelines
 from rlvr_jax.repro.runs import DONE, Run
 from rlvr_jax.repro.spec import Claim, Reproduction
 from rlvr_jax.repro.stats import Difference, Summary, verdict
@@ -57,7 +58,10 @@ def collect(repro: Reproduction, runs: list[Run]) -> list[RunResult]:
         result = RunResult(run)
         if result.done:
             records = read_metrics(run.workdir / "metrics.jsonl")
-            g = int(run.config["data"]["group_size"])
+            if pipelines.is_pipeline(run.config):
+                stage = run.arm.stage or pipelines.stage_names(run.config)[-1]
+                records = pipelines.arm_records(records, stage)
+            g = pipelines.group_size(run.config)
             result.values = {m.name: metrics_lib.metric_value(records, g, m) for m in repro.metrics}
             result.before = metrics_lib.metric_value(records, g, metrics_lib.PASS_1_BEFORE)
             result.curves = {

@@ -52,6 +52,7 @@ import ml_collections
 
 from rlvr_jax import pyfile
 from rlvr_jax.locking import FileLock, HeldError
+from rlvr_jax.repro import pipelines
 from rlvr_jax.repro.spec import Arm, Reproduction
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +78,7 @@ class Run:
 
     @property
     def steps(self) -> int:
-        return int(self.config["train"]["steps"])
+        return pipelines.max_steps(self.config)
 
     @property
     def status(self) -> str:
@@ -102,7 +103,7 @@ def resolve(arm: Arm, seed: int, common: Mapping[str, Any]) -> ml_collections.Co
       value has the wrong type.
     """
     c = load_config(arm.config)
-    for path, value in {**common, **arm.overrides, "seed": seed}.items():
+    for path, value in {**common, **arm.overrides, **pipelines.seed_fields(c, seed)}.items():
         *parents, leaf = path.split(".")
         node = c
         try:
@@ -122,12 +123,22 @@ def _flag_value(value: Any) -> str:
     return str(value)
 
 
-def command(arm: Arm, seed: int, common: Mapping[str, Any], workdir: Path) -> list[str]:
-    """The training command of one run (run from the repository root)."""
+def command(
+    arm: Arm,
+    seed: int,
+    common: Mapping[str, Any],
+    workdir: Path,
+    seed_fields: Mapping[str, int] | None = None,
+) -> list[str]:
+    """The training command of one run (run from the repository root).
+
+    `seed_fields`: the fields that carry the seed (default `seed`; a pipeline's are
+    its stages' `run.seed`, `pipelines.seed_fields`).
+    """
     workdir = Path(workdir)
     if workdir.is_absolute() and workdir.is_relative_to(REPO):
         workdir = workdir.relative_to(REPO)
-    overrides = {**common, **arm.overrides, "seed": seed}
+    overrides = {**common, **arm.overrides, **(seed_fields or {"seed": seed})}
     return [
         "python",
         "-m",
@@ -277,9 +288,8 @@ def plan(repro: Reproduction, seeds: list[int], root: Path) -> list[Run]:
             key = run_key(config, warm_start_names(config))
             workdir = Path(root) / "runs" / key
             manifest = read_manifest(workdir)
-            runs.append(
-                Run(arm, seed, config, key, workdir, command(arm, seed, repro.common, workdir))
-            )
+            cmd = command(arm, seed, repro.common, workdir, pipelines.seed_fields(config, seed))
+            runs.append(Run(arm, seed, config, key, workdir, cmd))
             runs[-1].manifest = manifest
     return runs
 
@@ -297,13 +307,24 @@ def _write_manifest(run: Run) -> None:
 
 
 def is_complete(run: Run) -> bool:
-    """The final evaluation is logged and config.json is the resolved config."""
+    """The final evaluation is logged and config.json is the resolved config.
+
+    A pipeline's metrics.jsonl is joined from its stages here (`pipelines.write_metrics`)
+    once every stage is evaluated; it is final when it holds the last stage's evaluation.
+    """
     from rlvr_jax.run.report import read_metrics
 
     metrics, config = run.workdir / "metrics.jsonl", run.workdir / "config.json"
+    pipeline = pipelines.is_pipeline(run.config)
+    if pipeline and config.is_file():
+        pipelines.write_metrics(run.workdir, run.config)
     if not (metrics.is_file() and config.is_file()):
         return False
-    final = [r for r in read_metrics(metrics) if r["split"] == "eval" and r["step"] == run.steps]
+    records = read_metrics(metrics)
+    if pipeline:
+        final = pipelines.is_finished(records, run.config)
+    else:
+        final = [r for r in records if r["split"] == "eval" and r["step"] == run.steps]
     if not final:
         return False
     have, want = config_delta(json.loads(config.read_text())), config_delta(run.config)

@@ -58,6 +58,9 @@ class Arm:
       baseline: the arm its Δ columns are taken against ("" = the page's baseline;
         its own name = it is a baseline itself): arms on another task than the
         page's baseline (CBPO's tool-episode arms) compare with their own.
+      stage: for a pipeline config, the stage whose export's evaluation is the
+        arm's final one ("" = the last stage); arms naming stages of the same
+        pipeline config share its run (`rlvr_jax.repro.pipelines`).
     """
 
     name: str
@@ -66,6 +69,7 @@ class Arm:
     role: str = "method"
     note: str = ""
     baseline: str = ""
+    stage: str = ""
 
     def __post_init__(self):
         if self.role not in ROLES:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr_jax.repro import declared_slugs, load_reproduction
+from rlvr_jax.repro import declared_slugs, load_reproduction, pipelines
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.repro.catalogue import PAPERS
 
@@ -27,7 +27,15 @@ def test_declaration_resolves(slug, tmp_path):
     # Two arms of one page are different runs: a page never compares a config with itself.
     assert len({r.key for r in runs}) == len(runs)
     for r in runs:
-        assert r.status == "pending" and r.config["seed"] == 0
+        assert r.status == "pending"
+        fields = pipelines.seed_fields(r.config, 0)  # `seed`, or each pipeline stage's
+        assert fields and all(_at(r.config, path) == 0 for path in fields)
+
+
+def _at(config: dict, path: str):
+    for part in path.split("."):
+        config = config[part]
+    return config
 
 
 def test_shared_arms_are_shared_runs(tmp_path):

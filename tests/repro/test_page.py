@@ -169,7 +169,7 @@ def test_summary_has_thirty_rows_and_counts(tmp_path):
     assert by["fusion"]["verdict"].startswith(summary_lib.MANUAL)
     c = summary_lib.counts(table)
     assert c["reproduces"] == 1 and c[summary_lib.NOT_BUILT] == sum(bool(p.blocked) for p in PAPERS)
-    assert c[summary_lib.MANUAL] == sum(bool(p.manual) for p in PAPERS) == 4
+    assert c[summary_lib.MANUAL] == sum(bool(p.manual) for p in PAPERS) == 3
     text = summary_lib.summary_text(docs, exp)
     assert text.count("\n| ") == 31  # header + 30 rows
     readme = tmp_path / "README.md"
