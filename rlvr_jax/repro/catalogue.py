@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-PIPELINES = "a pipeline run (rlvr_jax.pipeline)"
-
 
 @dataclasses.dataclass(frozen=True)
 class Paper:
@@ -57,7 +55,6 @@ PAPERS = (
         "fusion",
         "Consolidating RLVR across domains (Merge / Mix RL / MOPD)",
         "the three fusion paradigms differ by at most 1.4 points on average",
-        manual=f"{PIPELINES}: merge / mix RL / MOPD",
     ),
     Paper(
         "opdvr",

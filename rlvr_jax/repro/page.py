@@ -90,7 +90,10 @@ def claims_table(repro: Reproduction, claims: list[ClaimResult]) -> str:
     for c in claims:
         m = repro.metric(c.claim.metric)
         rel = "" if not math.isfinite(c.diff.relative) else f" ({100 * c.diff.relative:+.0f}%)"
-        op = ">" if c.claim.direction == "higher" else "<"
+        if c.claim.direction == "within":
+            op = f"≈ (|Δ| ≤ {fmt_value(c.claim.margin, m)})"
+        else:
+            op = ">" if c.claim.direction == "higher" else "<"
         lines.append(
             f"| {c.claim.text} | {m.name} | {c.claim.arm} {op} {c.claim.baseline} | "
             f"{c.claim.paper or '–'} | {fmt_diff(c.diff, m)}{rel} | **{c.verdict}** |"

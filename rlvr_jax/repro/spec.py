@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-DIRECTIONS = ("higher", "lower")
+DIRECTIONS = ("higher", "lower", "within")
 ROLES = ("method", "baseline", "ablation")
 # How a metric's per-run value is read from metrics.jsonl (see rlvr_jax.repro.metrics).
 REDUCTIONS = (
@@ -123,8 +123,10 @@ class Claim:
       metric: a `Metric.name` of the reproduction.
       arm: the arm that should win.
       baseline: the arm it is compared with.
-      direction: "higher" (arm's mean above the baseline's) or "lower".
+      direction: "higher" (arm's mean above the baseline's), "lower", or "within"
+        (the two means differ by at most `margin`: an equivalence claim).
       paper: the paper's number, where the abstract gives one ("" if none).
+      margin: a "within" claim's largest difference, in the metric's unscaled units.
     """
 
     text: str
@@ -133,11 +135,17 @@ class Claim:
     baseline: str
     direction: str
     paper: str = ""
+    margin: float = 0.0
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
             raise ValueError(
                 f"claim {self.text[:40]!r}: direction {self.direction!r}; valid: {DIRECTIONS}"
+            )
+        if (self.direction == "within") != (self.margin > 0):
+            raise ValueError(
+                f"claim {self.text[:40]!r}: a positive margin goes with direction 'within' "
+                f"only (direction {self.direction!r}, margin {self.margin})"
             )
 
 

@@ -8,6 +8,10 @@ The verdict rule (stated on every page):
   not resolved   |Δ| ≤ 2 s.e. ("not resolved at this scale");
   opposite       the other direction and |Δ| > 2 s.e.;
   no verdict     fewer than 2 finished seeds with a value in either arm.
+
+A claim that two arms are equivalent ("within" a margin m, e.g. "differ by at most
+1.4 points"): reproduces when |Δ| + 2 s.e. ≤ m (the ±2 s.e. interval lies inside
+±m); opposite when |Δ| − 2 s.e. > m (it lies outside); not resolved otherwise.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ RULE = (
     "Δ = mean(method) − mean(baseline) over each arm's finished seeds; s.e. = "
     "√(sd_m²/n_m + sd_b²/n_b) (sample sd). **reproduces**: the paper's direction and "
     "|Δ| > 2 s.e.; **not resolved at this scale**: |Δ| ≤ 2 s.e.; **opposite**: the other "
-    "direction and |Δ| > 2 s.e.; no verdict with fewer than 2 finished seeds in an arm."
+    "direction and |Δ| > 2 s.e.; no verdict with fewer than 2 finished seeds in an arm. "
+    "A claim that two arms differ by at most m: **reproduces** when |Δ| + 2 s.e. ≤ m, "
+    "**opposite** when |Δ| − 2 s.e. > m, else not resolved."
 )
 
 
@@ -65,17 +71,23 @@ class Difference:
         return cls(delta, se, rel)
 
 
-def verdict(diff: Difference, direction: str) -> str:
+def verdict(diff: Difference, direction: str, margin: float = 0.0) -> str:
     """The verdict of one claim (see the module docstring).
 
     Args:
       diff: the arm's difference to the baseline.
-      direction: "higher" (the paper says the arm's mean is above) or "lower".
+      direction: "higher" (the paper says the arm's mean is above), "lower", or
+        "within" (the two means differ by at most `margin`).
+      margin: the largest difference a "within" claim allows (unscaled units).
     Returns:
       One of VERDICTS.
     """
     if not (math.isfinite(diff.delta) and math.isfinite(diff.se)):
         return NO_VERDICT
+    if direction == "within":
+        if abs(diff.delta) + 2 * diff.se <= margin:
+            return REPRODUCES
+        return OPPOSITE if abs(diff.delta) - 2 * diff.se > margin else NOT_RESOLVED
     if abs(diff.delta) <= 2 * diff.se:
         return NOT_RESOLVED
     sign = 1.0 if direction == "higher" else -1.0

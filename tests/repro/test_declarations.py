@@ -24,8 +24,11 @@ def test_declaration_resolves(slug, tmp_path):
     repro = load_reproduction(slug)
     runs = runs_lib.plan(repro, [0], tmp_path)
     assert len(runs) == len(repro.arms)
-    # Two arms of one page are different runs: a page never compares a config with itself.
-    assert len({r.key for r in runs}) == len(runs)
+    # Two arms of one page are different runs (a page never compares a config with
+    # itself), unless they read different stages of one pipeline run.
+    assert len({(r.key, r.arm.stage) for r in runs}) == len(runs)
+    for r in runs:
+        assert not r.arm.stage or r.arm.stage in pipelines.stage_names(r.config)
     for r in runs:
         assert r.status == "pending"
         fields = pipelines.seed_fields(r.config, 0)  # `seed`, or each pipeline stage's

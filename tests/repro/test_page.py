@@ -166,10 +166,10 @@ def test_summary_has_thirty_rows_and_counts(tmp_path):
     assert by["sara"]["verdict"] == "reproduces" and "reproductions/sara.md" in by["sara"]["link"]
     assert by["vigor"]["verdict"] == summary_lib.NOT_RUN
     assert by["spyrl"]["verdict"] == "no reproduction declared"  # no repro.py in `exp`
-    assert by["fusion"]["verdict"].startswith(summary_lib.MANUAL)
+    assert by["ebl"]["verdict"].startswith(summary_lib.MANUAL)
     c = summary_lib.counts(table)
     assert c["reproduces"] == 1 and c[summary_lib.NOT_BUILT] == sum(bool(p.blocked) for p in PAPERS)
-    assert c[summary_lib.MANUAL] == sum(bool(p.manual) for p in PAPERS) == 3
+    assert c[summary_lib.MANUAL] == sum(bool(p.manual) for p in PAPERS) == 2
     text = summary_lib.summary_text(docs, exp)
     assert text.count("\n| ") == 31  # header + 30 rows
     readme = tmp_path / "README.md"

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlvr_jax.repro.metrics import PASS_1, PASS_1_BEFORE, ROLLOUTS, TOKENS, metric_value
-from rlvr_jax.repro.spec import Metric
+from rlvr_jax.repro.spec import Claim, Metric
 from rlvr_jax.repro.stats import (
     NO_VERDICT,
     NOT_RESOLVED,
@@ -53,6 +53,24 @@ def test_verdict_boundary_is_two_standard_errors():
     assert verdict(Difference.of(arm, base), "higher") == NOT_RESOLVED  # |Δ| = 2 s.e.
     arm = Summary(2.001, 0.0, 3)
     assert verdict(Difference.of(arm, base), "higher") == REPRODUCES
+
+
+def test_within_claims_need_the_whole_interval_inside_the_margin():
+    base = Summary(0.0, 3.0, 9)  # s.e. = 1 with an arm of sd 0
+    at = lambda mean: Difference.of(Summary(mean, 0.0, 3), base)  # noqa: E731
+    assert verdict(at(0.5), "within", margin=2.5) == REPRODUCES  # 0.5 + 2 ≤ 2.5
+    assert verdict(at(-0.5), "within", margin=2.5) == REPRODUCES  # the sign does not matter
+    assert verdict(at(0.6), "within", margin=2.5) == NOT_RESOLVED  # 2.6 > 2.5, 0.6 - 2 < 2.5
+    assert verdict(at(4.5), "within", margin=2.5) == NOT_RESOLVED  # 4.5 - 2 = 2.5: not beyond
+    assert verdict(at(-4.6), "within", margin=2.5) == OPPOSITE  # 4.6 - 2 > 2.5
+    assert verdict(Difference.of(Summary(0.0, math.nan, 1), base), "within", 2.5) == NO_VERDICT
+
+
+def test_a_margin_goes_with_within_claims_only():
+    with pytest.raises(ValueError, match="margin"):
+        Claim("x", "pass@1", "a", "b", "within")
+    with pytest.raises(ValueError, match="margin"):
+        Claim("x", "pass@1", "a", "b", "higher", margin=0.01)
 
 
 def _records():
