@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -308,6 +309,44 @@ def allgather_objects(obj) -> list:
     padded[: data.size] = data
     blobs = _allgather(padded)
     return [pickle.loads(b[:n].tobytes()) for n, b in zip(sizes.tolist(), blobs, strict=True)]
+
+
+def process_shard(num_items: int, index: int, processes: int) -> list[int]:
+    """Item indices process `index` handles: every `processes`-th from `index`.
+
+    Every process gets the same count (ceil(N / P)), so they make equally many
+    sampler calls (collectives); a process short of one repeats its first item
+    (or item 0), a padding entry whose results the caller drops (`gather_shards`).
+    """
+    mine = list(range(index, num_items, processes))
+    per = -(-num_items // processes)
+    return mine + [mine[0] if mine else 0] * (per - len(mine))
+
+
+def my_shard(num_items: int, split: bool = True) -> list[int]:
+    """This process's `process_shard` of `num_items` (all of them unless `split`)."""
+    n = jax.process_count() if split else 1
+    return process_shard(num_items, jax.process_index() if n > 1 else 0, n)
+
+
+def gather_shards(ids: list[int], results: list, num_items: int, split: bool = True) -> list:
+    """Per-item results of every process's shard, in item order (a collective if `split`).
+
+    Args:
+      ids: this process's item indices (`my_shard`), padding repeats included.
+      results: this process's result per entry of `ids`.
+      num_items: N; every item must be in some process's shard.
+      split: whether the items were split over processes (else `results` are all).
+    Returns:
+      [result of item 0, ..., result of item N - 1] (a padding entry's is dropped).
+    """
+    by_item: dict[int, Any] = {}
+    for i, r in zip(ids, results, strict=True):
+        by_item.setdefault(int(i), r)
+    if split and jax.process_count() > 1:
+        for part in allgather_objects(by_item):
+            by_item.update(part)
+    return [by_item[i] for i in range(num_items)]
 
 
 def max_over_processes(values) -> np.ndarray:

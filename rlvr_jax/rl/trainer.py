@@ -52,8 +52,9 @@ runs on every process over the global budget and sees every host's outcomes
 shares of one selection. GRSD's guidance calls and MOPD's per-domain teachers are
 joined by every process, with padding rows where a host has fewer or none.
 Evaluation splits its problems over processes and gathers the per-problem results
-(`train.evaluate.process_shard`); process 0 logs them. Not yet multi-process (it
-raises): LSPO's lora_scaffold rollout. A loaded teacher
+(`distributed.process_shard` / `gather_shards`): single-turn samples, multi-turn
+episodes and the task's own games (SpyRL vs the frozen policy); process 0 logs them.
+Not yet multi-process (it raises): LSPO's lora_scaffold rollout. A loaded teacher
 (score.teacher) is sharded on the policy's mesh and scores each process's own rows,
 like the policy's scorer.
 """
@@ -400,7 +401,9 @@ class Trainer:
         if self.task.episode_turns():  # a multi-turn task is evaluated on whole episodes
             turns = self.task.episode_turns()
             kw.update(env_factory=self.task.env, max_turns=turns)
-            res = evaluate_episodes(self.model, self.tokenizer, self.task, **kw)
+            res = evaluate_episodes(
+                self.model, self.tokenizer, self.task, split_processes=True, **kw
+            )
         else:
             # Each process samples its share of the problems; all get the whole result.
             res = evaluate_task(self.model, self.tokenizer, self.task, split_processes=True, **kw)
@@ -420,7 +423,13 @@ class Trainer:
             key = jax.random.PRNGKey(c.seed + 2)
             out.update(
                 EVALUATORS[c.task.name](
-                    self.sampler, self.tokenizer, problems, params, key, self.frozen_state
+                    self.sampler,
+                    self.tokenizer,
+                    problems,
+                    params,
+                    key,
+                    self.frozen_state,
+                    split_processes=True,
                 )
             )
         return out

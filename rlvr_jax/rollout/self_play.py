@@ -53,6 +53,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.rollout import score
 from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext
 from rlvr_jax.rollout.groups import SUBGROUP, Groups, stack_rows
@@ -211,6 +212,8 @@ def evaluate_vs_frozen(
     params: SamplingParams,
     key: jax.Array,
     frozen_state,
+    *,
+    split_processes: bool = False,
 ) -> dict[str, float]:
     """Games of the current policy against a frozen opponent (the initial policy).
 
@@ -225,6 +228,9 @@ def evaluate_vs_frozen(
       params: sampling parameters (n = 1).
       key: PRNG key.
       frozen_state: `nnx.state` of the opponent.
+      split_processes: in a multi-process run each process plays its share of the
+        problems (`distributed.process_shard`) and the games' outcomes are gathered,
+        so every process returns the statistics over all of them (a collective).
     Returns:
       game/detection_rate (the current civilians caught the frozen spy),
       game/spy_survival (the current spy survived the frozen civilians),
@@ -232,8 +238,30 @@ def evaluate_vs_frozen(
       game/vote_parsed, game/leak_rate and game/description_valid (over the current
       policy's votes and descriptions in both games).
     """
+    mine = distributed.my_shard(len(problems), split_processes)
+    local = _games_vs_frozen(
+        sampler, tokenizer, [problems[i] for i in mine], params, key, frozen_state
+    )
+    games = distributed.gather_shards(mine, local, len(problems), split_processes)
+    stats = {k: [v for g in games for v in g[k]] for k in _GAME_STATS}
+    mean = lambda k: float(np.mean(stats[k])) if stats[k] else 0.0  # noqa: E731
+    return {
+        "game/detection_rate": mean("caught"),
+        "game/spy_survival": mean("survived"),
+        "game/civilian_vote_accuracy": mean("civ_acc"),
+        "game/vote_parsed": mean("parsed"),
+        "game/leak_rate": mean("leak"),
+        "game/description_valid": mean("valid"),
+    }
+
+
+_GAME_STATS = ("caught", "survived", "civ_acc", "parsed", "leak", "valid")
+
+
+def _games_vs_frozen(sampler, tokenizer, problems, params, key, frozen_state) -> list[dict]:
+    """Per problem: its two games' statistics (lists per `_GAME_STATS` key)."""
     gp, spy = _layout(problems)
-    stats = {k: [] for k in ("caught", "survived", "civ_acc", "parsed", "leak", "valid")}
+    per_game = [{k: [] for k in _GAME_STATS} for _ in problems]
     for arm, current in (("civilians", ~spy), ("spy", spy)):
         states = (None, frozen_state) if arm == "civilians" else (frozen_state, None)
         k_d, k_v = jax.random.split(jax.random.fold_in(key, arm == "spy"))
@@ -244,6 +272,7 @@ def evaluate_vs_frozen(
         texts = [vote_prompt(problems[g], by_game[g], p) for g, p in gp]
         voted = _mixed(sampler, tokenizer, texts, params, k_v, spy, states)
         for g, problem in enumerate(problems):
+            stats = per_game[g]
             rows = [r for r, (g2, _) in enumerate(gp) if g2 == g]
             votes = [parse_vote(voted[r], problem.metadata["num_players"]) for r in rows]
             res = player_rewards(problem, votes, by_game[g])
@@ -259,12 +288,4 @@ def evaluate_vs_frozen(
                 stats["valid"].append(res["valid"][i])
                 if arm == "civilians":
                     stats["civ_acc"].append(out["voted_spy"][i])
-    mean = lambda k: float(np.mean(stats[k])) if stats[k] else 0.0  # noqa: E731
-    return {
-        "game/detection_rate": mean("caught"),
-        "game/spy_survival": mean("survived"),
-        "game/civilian_vote_accuracy": mean("civ_acc"),
-        "game/vote_parsed": mean("parsed"),
-        "game/leak_rate": mean("leak"),
-        "game/description_valid": mean("valid"),
-    }
+    return per_game

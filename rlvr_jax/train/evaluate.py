@@ -88,7 +88,7 @@ def evaluate_task(
       prompts_per_batch: prompts sampled together (rows = this * n_samples).
       start: index of the first problem.
       split_processes: in a multi-process run, each process samples only its share
-        of the problems (`process_shard`) and the per-problem results of all
+        of the problems (`distributed.process_shard`) and the per-problem results of all
         processes are gathered (`distributed.allgather_objects`), so every process
         returns the result over all problems. (A collective; without it every
         process samples every problem.)
@@ -112,9 +112,8 @@ def evaluate_task(
     sampler = Sampler(model, pad_id=pad_id)
     problems = task.problems(num_problems, split, start=start)
     key = jax.random.PRNGKey(seed)
-    n_proc = jax.process_count() if split_processes else 1
-    mine = process_shard(num_problems, jax.process_index() if n_proc > 1 else 0, n_proc)
-    records = {}  # problem index -> its samples' results (padding entries skipped)
+    mine = distributed.my_shard(num_problems, split_processes)
+    records = []  # per entry of `mine`: its samples' results
     for lo in range(0, len(mine), prompts_per_batch):
         ids = mine[lo : lo + prompts_per_batch]
         chunk = [problems[i] for i in ids]
@@ -130,18 +129,15 @@ def evaluate_task(
         )
         lengths = rollout.response_mask.sum(-1).astype(int)
         stopped = np.asarray(rollout.stopped, bool)
-        for g, (i, problem) in enumerate(zip(ids, chunk, strict=True)):
+        for g, problem in enumerate(chunk):
             s = slice(g * n_samples, (g + 1) * n_samples)
-            records.setdefault(int(i), dict(
+            records.append(dict(
                 rewards=v.rewards[s].tolist(), reasons=list(v.reasons[s]),
                 lengths=lengths[s].tolist(), stopped=stopped[s].tolist(),
                 correct=int(v.correct[s].sum()), texts=list(v.texts[s]),
                 metrics=task.group_metrics(problem, v.texts[s]),
             ))  # fmt: skip
-    if n_proc > 1:
-        for part in distributed.allgather_objects(records):
-            records.update(part)
-    ordered = [records[i] for i in range(num_problems)]
+    ordered = distributed.gather_shards(mine, records, num_problems, split_processes)
     first = ordered[0]
     example = dict(
         prompt=problems[0].prompt, response=first["texts"][0], reason=first["reasons"][0]
@@ -160,18 +156,6 @@ def evaluate_task(
     out.update(domain_pass_at_k(problems, num_correct, n_samples))
     out["task_metrics"] = mean_group_metrics(group_metrics)
     return out
-
-
-def process_shard(num_problems: int, index: int, processes: int) -> list[int]:
-    """Problem indices process `index` evaluates: every `processes`-th from `index`.
-
-    Every process gets the same count (ceil(N / P)), so they make equally many
-    sampler calls (collectives); a process short of one repeats its first problem
-    (or problem 0), a padding entry whose results are dropped.
-    """
-    mine = list(range(index, num_problems, processes))
-    per = -(-num_problems // processes)
-    return mine + [mine[0] if mine else 0] * (per - len(mine))
 
 
 def domain_pass_at_k(problems, num_correct, n_samples: int) -> dict[str, float]:

@@ -20,6 +20,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.rollout.multiturn import Env, observation_ids, run_episodes
 from rlvr_jax.sampling import Sampler, SamplingParams
@@ -101,6 +102,7 @@ def evaluate_episodes(
     seed: int = 0,
     prompts_per_batch: int = 32,
     start: int = 0,
+    split_processes: bool = False,
 ) -> dict[str, Any]:
     """Runs `n_samples` episodes per problem and reports pass@k like `evaluate_task`.
 
@@ -110,8 +112,9 @@ def evaluate_episodes(
       model, tokenizer, task: the policy, its tokenizer and the task of the problems.
       env_factory: a fresh environment per episode, e.g. `task.env`.
       max_turns: model turns per episode (see `run_episodes`).
-      split, num_problems, n_samples, temperature, seed, prompts_per_batch, start:
-        as `evaluate_task`.
+      split, num_problems, n_samples, temperature, seed, prompts_per_batch, start,
+        split_processes: as `evaluate_task` (with `split_processes` each process runs
+        the episodes of its share of the problems and all gather every problem's).
       max_new_tokens: decode budget per turn.
     Returns:
       `evaluate_task`'s dict ("pass@1", f"pass@{n}", "mean_reward", "reasons",
@@ -128,11 +131,11 @@ def evaluate_episodes(
     sampler = Sampler(model, pad_id=tokenizer.pad_id if tokenizer.pad_id is not None else 0)
     problems = task.problems(num_problems, split, start=start)
     key = jax.random.PRNGKey(seed)
-    num_correct, rewards, lengths, stopped, turns = [], [], [], [], []
-    reasons: Counter[str] = Counter()
-    example = None
-    for lo in range(0, num_problems, prompts_per_batch):
-        chunk = problems[lo : lo + prompts_per_batch]
+    mine = distributed.my_shard(num_problems, split_processes)
+    records: list[dict[str, Any]] = []  # per entry of `mine`: its episodes
+    for lo in range(0, len(mine), prompts_per_batch):
+        ids = mine[lo : lo + prompts_per_batch]
+        chunk = [problems[i] for i in ids]
         ep = run_episodes(
             sampler,
             tokenizer,
@@ -142,20 +145,34 @@ def evaluate_episodes(
             jax.random.fold_in(key, lo),
             max_turns=max_turns,
         )
-        correct = np.zeros(len(chunk), np.int64)
+        mask = ep.rollout.response_mask.sum(axis=1)
+        per = [dict(rewards=[], reasons=[], lengths=[], stopped=[], turns=[]) for _ in chunk]
         for b, result in enumerate(ep.results):
-            reason = result.info["reason"]
-            reasons[reason] += 1
-            correct[ep.problem_index[b]] += reason == CORRECT
-            if example is None:
-                example = dict(prompt=chunk[0].prompt, turns=ep.turns[b], reason=reason)
-        num_correct += correct.tolist()
-        rewards += ep.rewards.tolist()
-        lengths += ep.rollout.response_mask.sum(axis=1).tolist()
-        stopped += ep.rollout.stopped.tolist()
-        turns += ep.num_turns.tolist()
+            r = per[ep.problem_index[b]]
+            r["reasons"].append(result.info["reason"])
+            r["rewards"].append(float(ep.rewards[b]))
+            r["lengths"].append(int(mask[b]))
+            r["stopped"].append(bool(ep.rollout.stopped[b]))
+            r["turns"].append(int(ep.num_turns[b]))
+            r.setdefault("example", ep.turns[b])
+        records += per
+    ordered = distributed.gather_shards(mine, records, num_problems, split_processes)
+    rows = lambda field: [v for r in ordered for v in r[field]]  # noqa: E731
+    example = dict(
+        prompt=problems[0].prompt, turns=ordered[0]["example"], reason=ordered[0]["reasons"][0]
+    )
+    reasons = Counter(rows("reasons"))
+    num_correct = [sum(x == CORRECT for x in r["reasons"]) for r in ordered]
+    turns = rows("turns")
     out = summarize_samples(
-        n_samples, temperature, rewards, reasons, num_correct, lengths, stopped, example
+        n_samples,
+        temperature,
+        rows("rewards"),
+        reasons,
+        num_correct,
+        rows("lengths"),
+        rows("stopped"),
+        example,
     )
     out["mean_turns"] = float(np.mean(turns))
     # The task statistics every evaluation reports (the RL trainer logs them): an

@@ -1,6 +1,6 @@
 """The trainer's evaluation split over two processes (CPU, jax.distributed).
 
-Each process samples its own share of the problems (`evaluate.process_shard`);
+Each process samples its own share of the problems (`distributed.process_shard`);
 the per-problem results are gathered, so both report the result over all of them.
 With greedy decoding it equals every process sampling every problem.
 """
@@ -11,8 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from rlvr_jax.distributed import process_shard
 from rlvr_jax.testing import launch_processes
-from rlvr_jax.train.evaluate import process_shard
 
 _CHILD = textwrap.dedent(
     """
@@ -75,3 +75,81 @@ def test_eval_splits_problems_over_processes_and_gathers_the_counts(tmp_path):
         assert r["split"]["pass@1"] == pytest.approx(r["every"]["pass@1"])
         assert n == pytest.approx(np.mean(r["every"]["num_correct"]) / r["every"]["n_samples"])
         assert r["split"]["mean_reward"] == pytest.approx(r["every"]["mean_reward"])
+
+
+_CHILD_GAMES = textwrap.dedent(
+    """
+    import json, sys
+    from rlvr_jax import distributed
+    port, pid, workdir, out, experiment = sys.argv[1:]
+    assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
+    import jax
+    from rlvr_jax.rl import trainer as trainer_lib
+    from rlvr_jax.rollout import EVALUATORS, self_play
+    from rlvr_jax.sampling import SamplingParams
+    from rlvr_jax.testing import multihost_pulse
+    from rlvr_jax.train.multiturn import evaluate_episodes
+
+    seen = []  # the problems this process played (an episode or a game)
+    c = multihost_pulse(experiment)
+    c.eval.num_problems = 5  # 3 + 2 (one padding entry on process 1)
+    c.eval.temperature = 0.0
+    t = trainer_lib.Trainer(c, workdir)
+    from rlvr_jax.train import multiturn
+    run_episodes = multiturn.run_episodes
+
+    def recording_run_episodes(sampler, tokenizer, problems, *args, **kw):
+        seen.extend(p.prompt for p in problems)
+        return run_episodes(sampler, tokenizer, problems, *args, **kw)
+
+    multiturn.run_episodes = recording_run_episodes
+    player_prompt = self_play.player_prompt
+    self_play.player_prompt = lambda problem, p: (
+        seen.append(problem.prompt) or player_prompt(problem, p)
+    )
+    split = t.evaluate()
+    mine = sorted(set(seen))
+    seen.clear()
+    if t.task.episode_turns():  # every process runs every episode
+        every = evaluate_episodes(
+            t.model, t.tokenizer, t.task, env_factory=t.task.env,
+            max_turns=t.task.episode_turns(), split=c.eval.split, num_problems=5,
+            n_samples=c.eval.n_samples, temperature=0.0,
+            max_new_tokens=c.rollout.max_new_tokens, seed=c.seed + 1,
+        )
+        every = {k: every[k] for k in ("pass@1", "mean_reward", "mean_turns")}
+    else:  # every process plays every game
+        params = SamplingParams(
+            temperature=0.0, max_new_tokens=c.rollout.max_new_tokens,
+            stop_token_ids=t.tokenizer.stop_ids,
+        )
+        every = EVALUATORS[c.task.name](
+            t.sampler, t.tokenizer, t.task.problems(5, c.eval.split), params,
+            jax.random.PRNGKey(c.seed + 2), t.frozen_state,
+        )
+    t.io.close()
+    with open(out, "w") as f:
+        json.dump(dict(split=split, every=every, mine=mine, all=sorted(set(seen))), f)
+    print("DONE", pid)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", ["agentic/tool_lookup.py", "spyrl/spyrl.py"])
+def test_episodes_and_games_are_split_over_processes(tmp_path, experiment):
+    """Multi-turn episodes and SpyRL's games vs the frozen policy: each process plays
+    its share, both report the statistics over all problems (greedy: equal to one
+    process playing them all)."""
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD_GAMES)
+    outs = [tmp_path / f"out_{i}.json" for i in range(2)]
+    launch_processes(script, lambda i: [str(tmp_path / "run"), str(outs[i]), experiment])
+    a, b = (json.loads(o.read_text()) for o in outs)
+    assert len(a["mine"]) == 3 and len(b["mine"]) == 2
+    assert not set(a["mine"]) & set(b["mine"])
+    assert sorted(a["mine"] + b["mine"]) == a["all"] == b["all"]
+    assert a["every"] and a["every"] == b["every"]
+    for r in (a, b):
+        for key, value in r["every"].items():
+            assert r["split"][key] == pytest.approx(value), key
