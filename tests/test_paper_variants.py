@@ -29,8 +29,8 @@ PAPER_SCALE = {"paper_scale/qwen3_8b_grpo", "paper_scale/qwen3_4b_grpo"}
 NOT_RUNNABLE = {"cliff/cliff": "the judge locator loads warm-start judges only"}
 TEACHER_SIGNALS = ("teacher", "teacher_hidden", "teacher_topk")
 # `:paper` variants the trainer refuses on a multi-host slice (rl/trainer._check_processes),
-# as docs/tpu_pods.md lists them: LSPO's per-host LoRA scaffold.
-MULTI_HOST_PENDING = {"lspo/lspo": "rollout lora_scaffold"}
+# as docs/tpu_pods.md lists them: none since LSPO's scaffold runs multi-process.
+MULTI_HOST_PENDING: dict[str, str] = {}
 V5P_CHIPS_PER_HOST = 4
 
 

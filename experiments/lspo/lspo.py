@@ -31,8 +31,8 @@ the shared block (ours; the paper's baseline is DAPO).
 Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 `--config.task.options` with the data path for math_file) on the v5p slice the plan row
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
-Not runnable on a multi-host slice yet: the trainer refuses the lora_scaffold rollout with more
-than one process (docs/tpu_pods.md).
+Multi-host: every host fits the same adapter on all hosts' cliff prompts
+(rlvr_jax/rollout/scaffold.py; docs/tpu_pods.md).
 """
 
 from rlvr_jax.rl.config import apply_variant, default_config

@@ -54,7 +54,7 @@ joined by every process, with padding rows where a host has fewer or none.
 Evaluation splits its problems over processes and gathers the per-problem results
 (`distributed.process_shard` / `gather_shards`): single-turn samples, multi-turn
 episodes and the task's own games (SpyRL vs the frozen policy); process 0 logs them.
-Not yet multi-process (it raises): LSPO's lora_scaffold rollout. A loaded teacher
+LSPO's lora_scaffold fits one adapter on every host's cliff prompts. A loaded teacher
 (score.teacher) is sharded on the policy's mesh and scores each process's own rows,
 like the policy's scorer.
 """
@@ -105,12 +105,6 @@ def _check_processes(c: ml_collections.ConfigDict, mesh) -> None:
     n = jax.process_count()
     if n == 1:
         return
-    # lora_scaffold: which groups are cliffs differs per host, and the LoRA scaffold's
-    # training and sampling calls run only on a host with cliffs.
-    if c.rollout.name == "lora_scaffold":
-        raise NotImplementedError(
-            f"config.rollout.name = {c.rollout.name!r} is not supported with {n} processes yet"
-        )
     distributed.check_rows_split(mesh)
     d = c.data
     if d.prompts_per_step % n or (d.prompts_per_step // n * d.group_size) % c.train.num_minibatches:

@@ -21,7 +21,11 @@ every step and its weights never reach the trainer's state. Ours: rank 8,
 alpha 16, 8 steps at lr 1e-3, rerolls = G, max_splice = G/2 (so a rescued
 group stays mixed). Rows report `cliff_B` and `scaffold_B` (spliced); the
 trainer logs `rollout/cliff_groups` and `rollout/scaffold_groups` (rescued).
-Not multi-process: which groups are cliffs differs per host.
+Multi-process: which groups are cliffs differs per host, and fitting and
+sampling are collectives over the policy's mesh, so every process fits the same
+adapter (the same seed, on the cliff problems of all processes, gathered in
+process order, its parameters replicated on the mesh) and a process without
+cliffs joins the re-roll sampler call with one filler row it drops.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from rlvr_jax import distributed, sharding
 from rlvr_jax.models import lora
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rollout.base import ROLLOUTS, Request, RolloutContext, scored_groups
@@ -79,11 +84,16 @@ def _scaffold(ctx: RolloutContext, rank: int, alpha: float) -> Scaffold:
     return ctx.cache[key]
 
 
-def sft_rows(tokenizer, problems) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(tokens, attention, loss mask) [P, W]: each chat-rendered prompt + solution + end of turn."""
+def sft_rows(tokenizer, pairs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tokens, attention, loss mask) [P, W]: each chat-rendered prompt + solution + end of turn.
+
+    Args:
+      pairs: (prompt, solution) texts.
+    """
     eot = end_of_turn_id(tokenizer)
     seqs = [
-        (encode_prompt(tokenizer, p.prompt), tokenizer.encode(p.solution) + [eot]) for p in problems
+        (encode_prompt(tokenizer, prompt), tokenizer.encode(solution) + [eot])
+        for prompt, solution in pairs
     ]
     width = max(len(a) + len(b) for a, b in seqs)
     width = -(-width // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE
@@ -96,15 +106,24 @@ def sft_rows(tokenizer, problems) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tokens, attn, mask
 
 
-def fit_adapter(ctx, scaffold: Scaffold, problems, *, steps: int, lr: float, seed: int) -> float:
-    """A fresh adapter on the current policy, fitted to `problems`' solutions; the last loss."""
+def fit_adapter(ctx, scaffold: Scaffold, pairs, *, steps: int, lr: float, seed: int) -> float:
+    """A fresh adapter on the current policy, fitted to (prompt, solution) `pairs`; the last loss.
+
+    On a mesh (the policy's sampler has one) the adapter and the SFT rows are
+    replicated on it: every process must pass the same `pairs` and `seed`.
+    """
     model = scaffold.model
     lora.remove_lora(model)
     nnx.update(model, ctx.policy_state)  # the base: the current policy's weights
     lora.add_lora(model, rank=scaffold.rank, alpha=scaffold.alpha, rngs=nnx.Rngs(seed))
     _, lora_params, rest = lora.split_lora(model)
+    tokens, attn, mask = sft_rows(ctx.tokenizer, pairs)
+    mesh = scaffold.sampler.mesh
+    if mesh is not None:  # next to the sharded base weights, the same on every process
+        lora_params, tokens, attn, mask = jax.device_put(
+            (lora_params, tokens, attn, mask), sharding.replicated(mesh)
+        )
     opt_state = optax.adam(lr).init(lora_params)
-    tokens, attn, mask = sft_rows(ctx.tokenizer, problems)
     loss = jnp.nan
     for _ in range(steps):
         lora_params, opt_state, loss = scaffold.step(
@@ -134,16 +153,25 @@ def lora_scaffold(ctx: RolloutContext, *, rank, alpha, steps, lr, rerolls, max_s
         ]
     )
     spliced = np.zeros(len(groups.group), bool)
-    if cliff.any():
+    targets = np.flatnonzero(cliff)
+    # Every process fits one adapter on all processes' cliffs (collectives on the mesh).
+    pairs = [(req.problems[g].prompt, req.problems[g].solution) for g in targets]
+    pairs = [pair for part in distributed.allgather_objects(pairs) for pair in part]
+    if pairs:
         scaffold = _scaffold(ctx, rank, alpha)
-        targets = np.flatnonzero(cliff)
         seed = int(jax.random.randint(jax.random.fold_in(ctx.key, 1), (), 0, 2**30))
-        fit_adapter(
-            ctx, scaffold, [req.problems[g] for g in targets], steps=steps, lr=lr, seed=seed
-        )
+        fit_adapter(ctx, scaffold, pairs, steps=steps, lr=lr, seed=seed)
         n = rerolls or int(np.max(req.counts))
+        key = jax.random.fold_in(ctx.key, 2)
+        if not len(targets):  # join the other processes' re-roll call; the row is dropped
+            filler = encode_prompt(ctx.tokenizer, req.problems[0].prompt)
+            sub_ctx = dataclasses.replace(
+                ctx, request=Request([req.problems[0]], np.ones(1, np.int64))
+            )
+            scaffold.sampler.sample([filler], sub_ctx.params(), key)
+    if len(targets):
         sub = Request([req.problems[g] for g in targets], np.full(len(targets), n))
-        sub_ctx = dataclasses.replace(ctx, request=sub, key=jax.random.fold_in(ctx.key, 2))
+        sub_ctx = dataclasses.replace(ctx, request=sub, key=key)
         prompts = [encode_prompt(ctx.tokenizer, p.prompt) for p in sub.problems]
         ro = scaffold.sampler.sample(
             [prompts[c] for c in sub.group_R], sub_ctx.params(), sub_ctx.key

@@ -7,10 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.testing import launch_processes
-
-from .test_rollout_experiments import load
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,14 +32,6 @@ _CHILD = textwrap.dedent(
     print("DONE", pid)
     """
 )
-
-
-@pytest.mark.parametrize("name", ["lspo/lspo"])
-def test_per_host_rollouts_refuse_several_processes(name, monkeypatch):
-    c = load(name, "pulse")
-    monkeypatch.setattr(trainer_lib.jax, "process_count", lambda: 2)
-    with pytest.raises(NotImplementedError, match=f"config.rollout.name = '{c.rollout.name}'"):
-        trainer_lib._check_processes(c, None)
 
 
 @pytest.mark.slow
@@ -118,3 +107,60 @@ def test_grsd_guidance_runs_when_only_one_process_has_mixed_groups(tmp_path):
     lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
     train = [x for x in lines if x["split"] == "train"]
     assert len(train) == 2 and all(np.isfinite(x["loss"]) for x in train)
+
+
+_LSPO_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from rlvr_jax import distributed
+    port, pid, workdir, out = sys.argv[1:]
+    pid = int(pid)
+    assert distributed.initialize(f"localhost:{port}", 2, pid, env={})
+    from rlvr_jax.rl import trainer as trainer_lib
+    from rlvr_jax.rollout import score, scaffold
+    from rlvr_jax.testing import multihost_pulse, parity_score_rows
+
+    def score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
+        v = parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids)
+        v.rewards[:] = float(pid == 1)  # cliffs (all-fail groups) on process 0 only
+        v.correct[:] = pid == 1
+        return v
+
+    score.score_rows = score_rows
+    fits, fit = [], scaffold.fit_adapter
+
+    def recorded_fit(ctx, sc, pairs, **kw):
+        loss = fit(ctx, sc, pairs, **kw)
+        fits.append(dict(pairs=len(pairs), loss=loss, seed=kw["seed"]))
+        return loss
+
+    scaffold.fit_adapter = recorded_fit
+    c = multihost_pulse("lspo/lspo.py", steps=2)
+    t = trainer_lib.Trainer(c, workdir)
+    try:
+        t.run()
+    finally:
+        t.io.close()
+    with open(out, "w") as f:
+        json.dump(fits, f)
+    print("DONE", pid)
+    """
+)
+
+
+@pytest.mark.slow
+def test_lspo_fits_one_adapter_on_every_hosts_cliffs(tmp_path):
+    """Process 0 has every cliff; both fit the same adapter on them, process 1 joins the
+    re-roll call with a filler row, and the step trains on both hosts' rows."""
+    script = tmp_path / "child.py"
+    script.write_text(_LSPO_CHILD)
+    workdir = tmp_path / "run"
+    outs = [tmp_path / f"fits_{i}.json" for i in range(2)]
+    launch_processes(script, lambda i: [str(workdir), str(outs[i])])
+    a, b = (json.loads(o.read_text()) for o in outs)
+    assert len(a) == 2 and a == b  # one fit per step, the same pairs, seed and loss on both
+    assert all(f["pairs"] == 2 and np.isfinite(f["loss"]) for f in a)  # process 0's 2 groups
+    lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in lines if x["split"] == "train"]
+    assert len(train) == 2 and all(np.isfinite(x["loss"]) for x in train)
+    assert all(x["rollout/cliff_groups"] == 2 for x in train)  # summed over the hosts
