@@ -9,6 +9,7 @@ transformers and imports them lazily. This module sits above every package
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from rlvr_jax import pyfile
@@ -175,6 +177,19 @@ def multihost_pulse(experiment: str, *, steps: int = 2, variant: str = "pulse"):
     c.train.steps = steps
     c.train.num_minibatches = 1
     return c
+
+
+def finish_child(trainer, out: str | Path | None = None, record=None) -> None:
+    """The end of a `launch_processes` child that trains: runs `trainer` to its last step,
+    closes its files, writes `record` as JSON to `out` (when given) and prints the
+    "DONE <process id>" line `launch_processes` waits for."""
+    try:
+        trainer.run()
+    finally:
+        trainer.io.close()
+    if out is not None:
+        Path(out).write_text(json.dumps(record))
+    print("DONE", jax.process_index())
 
 
 def launch_processes(

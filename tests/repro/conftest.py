@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rlvr_jax.repro import Arm, Claim, Reproduction, pass_at
+from rlvr_jax.repro import Arm, Claim, Reproduction, pass_at, reproduce
 from rlvr_jax.repro.metrics import PASS_1, ROLLOUTS
 
 
@@ -78,3 +78,18 @@ def pulse_repro(slug: str, method: str, config: str, **overrides) -> Reproductio
         metrics=(PASS_1, pass_at(2), ROLLOUTS),
         claims=(Claim(f"{method} beats GRPO", "pass@1", method, "grpo", "higher", "+1"),),
     )
+
+
+def page_text(repro, tmp_path, launch, seeds=(0, 1), *, root="root", train=True) -> str:
+    """`reproduce` quietly into `tmp_path` (runs under `<root>`, pages and records under
+    docs/), without the plot; the page's text."""
+    return reproduce(
+        repro,
+        list(seeds),
+        tmp_path / root,
+        launch=launch,
+        train=train,
+        docs=tmp_path / "docs",
+        echo=lambda *_: None,
+        plot=False,
+    ).read_text()

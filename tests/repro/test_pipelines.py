@@ -7,9 +7,10 @@ import shutil
 
 import pytest
 
-from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at, pipelines, reproduce
+from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at, pipelines
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.repro.metrics import PASS_1_BEFORE, ROLLOUTS
+from tests.repro.conftest import page_text
 
 SEQ = "seq_opd_rl/pipeline.py:sequential,pulse"
 RL = "seq_opd_rl/pipeline.py:rl,pulse"
@@ -67,19 +68,6 @@ def _repro(*arms, claims=()):
     )
 
 
-def _page(repro, tmp_path, launch, seeds=(0, 1), train=True, root="root"):
-    return reproduce(
-        repro,
-        list(seeds),
-        tmp_path / root,
-        launch=launch,
-        train=train,
-        docs=tmp_path / "docs",
-        echo=lambda *_: None,
-        plot=False,
-    ).read_text()
-
-
 def _row(page: str, arm: str) -> str:
     """The arm's row of the results table (the page's first table)."""
     return next(line for line in page.splitlines() if line.startswith(f"| {arm} |"))
@@ -94,7 +82,7 @@ def test_pipeline_arms_are_seeded_per_stage_and_read_their_last_export(tmp_path)
         ["--config.stages.opd.run.seed=1", "--config.stages.rl.run.seed=1"]
     ]
     assert runs[0].config["stages"]["opd"]["run"]["seed"] == 1
-    page = _page(repro, tmp_path, fake)
+    page = page_text(repro, tmp_path, fake)
     assert fake.calls == [("sequential", 0), ("rl", 0), ("sequential", 1), ("rl", 1)]
     # pass@1 (%): sequential 50, 52 -> 51.0 ± 1.4; rl 30, 32 -> 31.0 ± 1.4; Δ +20.0.
     assert "| 51.0 ± 1.4 | +20.0 ± 1.4 |" in _row(page, "sequential")
@@ -107,7 +95,7 @@ def test_stage_arms_of_one_pipeline_share_its_run(tmp_path):
     repro = _repro(
         Arm("after_rl", SEQ, stage="rl"), Arm("after_opd", SEQ, stage="opd", role="baseline")
     )
-    page = _page(repro, tmp_path, fake, seeds=(0,))
+    page = page_text(repro, tmp_path, fake, seeds=(0,))
     assert fake.calls == [("after_rl", 0)]  # one pipeline run, two arms
     assert "| 60.0 (n=1) |" in _row(page, "after_rl")
     assert "| 40.0 (n=1) |" in _row(page, "after_opd")
@@ -117,7 +105,7 @@ def test_joined_series_offsets_stages_and_uses_the_steps_they_ran(tmp_path):
     # The OPD stage switched after 2 of its 3 steps; RL ran its 2.
     fake = FakePipeline(lambda stage, seed: 0.5, steps={"opd": 2})
     repro = _repro(Arm("sequential", SEQ), Arm("rl", RL, role="baseline"))
-    _page(repro, tmp_path, fake, seeds=(0,))
+    page_text(repro, tmp_path, fake, seeds=(0,))
     run = runs_lib.plan(repro, [0], tmp_path / "root")[0]
     records = [json.loads(x) for x in (run.workdir / "metrics.jsonl").read_text().splitlines()]
     assert [(r["split"], r["step"], r["stage"]) for r in records] == [
@@ -135,11 +123,11 @@ def test_a_pipeline_stopped_before_its_last_stage_is_resumed(tmp_path):
     fake = FakePipeline(lambda stage, seed: 0.5)
     fake.stop_before = "rl"
     repro = _repro(Arm("sequential", SEQ), Arm("rl", RL, role="baseline"))
-    _page(repro, tmp_path, fake, seeds=(0,))
+    page_text(repro, tmp_path, fake, seeds=(0,))
     runs = runs_lib.plan(repro, [0], tmp_path / "root")
     assert [r.status for r in runs] == ["interrupted", "done"]
     fake.calls.clear()
-    _page(repro, tmp_path, fake, seeds=(0,))
+    page_text(repro, tmp_path, fake, seeds=(0,))
     assert fake.calls == [("sequential", 0)]
     assert runs_lib.plan(repro, [0], tmp_path / "root")[0].status == "done"
 
@@ -147,10 +135,10 @@ def test_a_pipeline_stopped_before_its_last_stage_is_resumed(tmp_path):
 def test_pipeline_records_rebuild_the_page_on_a_fresh_root(tmp_path):
     fake = FakePipeline(lambda stage, seed: {"opd": 0.4, "rl": 0.5, "rl_only": 0.3}[stage])
     repro = _repro(Arm("sequential", SEQ), Arm("rl", RL, role="baseline"))
-    before = _page(repro, tmp_path, fake, seeds=(0,))
+    before = page_text(repro, tmp_path, fake, seeds=(0,))
     shutil.rmtree(tmp_path / "root")
     fake.calls.clear()
-    after = _page(repro, tmp_path, fake, seeds=(0,), train=False, root="fresh")
+    after = page_text(repro, tmp_path, fake, seeds=(0,), train=False, root="fresh")
     assert fake.calls == [] and _row(after, "sequential") == _row(before, "sequential")
 
 

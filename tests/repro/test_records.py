@@ -9,33 +9,19 @@ import shutil
 import pytest
 
 from rlvr_jax.repro import records as records_lib
-from rlvr_jax.repro import reproduce
 from rlvr_jax.repro import runs as runs_lib
-from tests.repro.conftest import pulse_repro
-
-
-def _page(repro, tmp_path, launch, seeds, root="root", train=True):
-    return reproduce(
-        repro,
-        seeds,
-        tmp_path / root,
-        launch=launch,
-        train=train,
-        docs=tmp_path / "docs",
-        echo=lambda *_: None,
-        plot=False,
-    ).read_text()
+from tests.repro.conftest import page_text, pulse_repro
 
 
 def test_a_fresh_root_rebuilds_the_page_from_records_without_training(tmp_path, fake):
     repro = pulse_repro("sara", "sara", "sara/sara.py")
-    before = _page(repro, tmp_path, fake, [0, 1])
+    before = page_text(repro, tmp_path, fake, [0, 1])
     records = sorted(p.name for p in (tmp_path / "docs" / "records").iterdir())
     keys = sorted({r.key for r in runs_lib.plan(repro, [0, 1], tmp_path / "root")})
     assert records == [k + ".json.gz" for k in keys]  # one per distinct finished run
     shutil.rmtree(tmp_path / "root")  # a new machine: the runs are gone
     fake.calls.clear()
-    after = _page(repro, tmp_path, fake, [0, 1], train=False)
+    after = page_text(repro, tmp_path, fake, [0, 1], train=False)
     assert fake.calls == []
     # The same table rows, from records alone.
     table = [line for line in before.splitlines() if line.startswith("| sara |")]
@@ -45,10 +31,10 @@ def test_a_fresh_root_rebuilds_the_page_from_records_without_training(tmp_path, 
 
 def test_new_seeds_add_to_restored_ones(tmp_path, fake):
     repro = pulse_repro("sara", "sara", "sara/sara.py")
-    _page(repro, tmp_path, fake, [0])
+    page_text(repro, tmp_path, fake, [0])
     shutil.rmtree(tmp_path / "root")
     fake.calls.clear()
-    _page(repro, tmp_path, fake, [0, 1], root="root2")
+    page_text(repro, tmp_path, fake, [0, 1], root="root2")
     assert fake.calls == [("grpo", 1), ("sara", 1)]  # seed 0 restored, only seed 1 trained
     runs = runs_lib.plan(repro, [0, 1], tmp_path / "root2")
     assert [r.status for r in runs] == ["done"] * 4
@@ -59,7 +45,7 @@ def test_new_seeds_add_to_restored_ones(tmp_path, fake):
 
 def test_a_local_run_wins_over_its_record_and_a_rerun_refreshes_the_record(tmp_path, fake):
     repro = pulse_repro("sara", "sara", "sara/sara.py")
-    _page(repro, tmp_path, fake, [0])
+    page_text(repro, tmp_path, fake, [0])
     grpo = runs_lib.plan(repro, [0], tmp_path / "root")[0]
     record = records_lib.path(tmp_path / "docs" / "records", grpo.key)
     assert not records_lib.restore(grpo, record.parent)  # workdir exists: untouched
@@ -74,7 +60,7 @@ def test_a_local_run_wins_over_its_record_and_a_rerun_refreshes_the_record(tmp_p
 
 def test_records_are_byte_stable_and_bad_records_name_their_file(tmp_path, fake):
     repro = pulse_repro("sara", "sara", "sara/sara.py")
-    _page(repro, tmp_path, fake, [0])
+    page_text(repro, tmp_path, fake, [0])
     records = tmp_path / "docs" / "records"
     run = runs_lib.plan(repro, [0], tmp_path / "root")[1]
     target = records_lib.path(records, run.key)

@@ -34,7 +34,7 @@ assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.methods import mopd
 from rlvr_jax.rollout import score
-from rlvr_jax.testing import multihost_pulse, parity_score_rows
+from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 
 score.score_rows = parity_score_rows  # groups differ, updates move
 c = multihost_pulse("opdvr/opdvr.py", steps=2)
@@ -56,13 +56,7 @@ class Counted:  # a teacher that counts the rows this process routes to it
 
 mopd.load_teacher = lambda ctx, **s: Counted(load_teacher(ctx, **s), s["path"])
 t = trainer_lib.Trainer(c, workdir)
-try:
-    t.run()
-finally:
-    t.io.close()
-with open(out, "w") as f:
-    json.dump(rows, f)
-print("DONE", pid)
+finish_child(t, out, rows)
 """
 )
 

@@ -24,7 +24,7 @@ _CHILD = textwrap.dedent(
         assert distributed.initialize(f"localhost:{port}", nproc, pid, env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import multihost_pulse, parity_score_rows
+    from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 
     score.score_rows = parity_score_rows  # parity rewards: mixed groups
     c = multihost_pulse(path, steps=2)
@@ -44,13 +44,7 @@ _CHILD = textwrap.dedent(
         return res
 
     t.selector._pack, t.selector.step = recorded_pack, recorded_step
-    try:
-        t.run()
-    finally:
-        t.io.close()
-    with open(out, "w") as f:
-        json.dump(record, f)
-    print("DONE", pid)
+    finish_child(t, out, record)
     """
 )
 

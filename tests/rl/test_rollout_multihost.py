@@ -20,16 +20,12 @@ _CHILD = textwrap.dedent(
     assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import multihost_pulse, parity_score_rows
+    from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 
     score.score_rows = parity_score_rows  # groups differ, updates move
     c = multihost_pulse(f"{name}.py", steps=1, variant=variant or "pulse")
     t = trainer_lib.Trainer(c, workdir)
-    try:
-        t.run()
-    finally:
-        t.io.close()
-    print("DONE", pid)
+    finish_child(t)
     """
 )
 
@@ -65,7 +61,7 @@ _GRSD_CHILD = textwrap.dedent(
     assert distributed.initialize(f"localhost:{port}", 2, pid, env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import multihost_pulse, parity_score_rows
+    from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 
     def score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
         v = parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids)
@@ -85,13 +81,7 @@ _GRSD_CHILD = textwrap.dedent(
         return groups
 
     t.rollout = counted
-    try:
-        t.run()
-    finally:
-        t.io.close()
-    with open(out, "w") as f:
-        json.dump(guided, f)
-    print("DONE", pid)
+    finish_child(t, out, guided)
     """
 )
 
@@ -118,7 +108,7 @@ _LSPO_CHILD = textwrap.dedent(
     assert distributed.initialize(f"localhost:{port}", 2, pid, env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score, scaffold
-    from rlvr_jax.testing import multihost_pulse, parity_score_rows
+    from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 
     def score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
         v = parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids)
@@ -137,13 +127,7 @@ _LSPO_CHILD = textwrap.dedent(
     scaffold.fit_adapter = recorded_fit
     c = multihost_pulse("lspo/lspo.py", steps=2)
     t = trainer_lib.Trainer(c, workdir)
-    try:
-        t.run()
-    finally:
-        t.io.close()
-    with open(out, "w") as f:
-        json.dump(fits, f)
-    print("DONE", pid)
+    finish_child(t, out, fits)
     """
 )
 

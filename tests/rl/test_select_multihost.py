@@ -28,7 +28,7 @@ _CHILD = textwrap.dedent(
     assert distributed.initialize(f"localhost:{port}", 2, pid, env={})
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.rollout import score
-    from rlvr_jax.testing import multihost_pulse, parity_score_rows
+    from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 
     calls = {"rollouts": 0, "recorded": 0}
 
@@ -54,13 +54,7 @@ _CHILD = textwrap.dedent(
         return outcomes(*a)
 
     t.rollout, t.selector._outcomes = counted_rollout, counted_outcomes
-    try:
-        t.run()
-    finally:
-        t.io.close()
-    with open(out, "w") as f:
-        json.dump(calls, f)
-    print("DONE", pid)
+    finish_child(t, out, calls)
     """
 )
 

@@ -21,17 +21,13 @@ port, pid, workdir, teacher = sys.argv[1:]
 assert distributed.initialize(f"localhost:{port}", 2, int(pid), env={})
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rollout import score
-from rlvr_jax.testing import multihost_pulse, parity_score_rows
+from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 
 score.score_rows = parity_score_rows  # groups differ, updates move
 c = multihost_pulse("opdvr/opdvr.py", steps=1)
 c.score.teacher.source, c.score.teacher.path = "pretrained", teacher
 t = trainer_lib.Trainer(c, workdir)
-try:
-    t.run()
-finally:
-    t.io.close()
-print("DONE", pid)
+finish_child(t)
 """
 
 
