@@ -77,7 +77,18 @@ def reproduce(
     """
     records = Path(records) if records is not None else Path(docs) / "records"
     runs = runs_lib.plan(repro, seeds, Path(root))
-    restored = sum(records_lib.restore(r, records) for r in runs)
+    restored = 0
+    for r in runs:
+        if records_lib.restore(r, records):
+            restored += 1
+        elif (
+            not (r.workdir / records_lib.CONFIG).exists()
+            and records_lib.path(records, r.key).is_file()
+        ):
+            echo(
+                f"  {r.arm.name} seed {r.seed}: its record {r.key} was trained on other "
+                "warm-start weights than this machine's cache; not restored (a new run)"
+            )
     for r in runs:  # arms sharing a restored run read its manifest too
         r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
     echo(

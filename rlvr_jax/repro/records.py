@@ -89,11 +89,22 @@ def load(file: Path) -> dict[str, Any]:
     return rec
 
 
-def restore(run: runs_lib.Run, records: Path) -> bool:
+def recorded_weights(rec: dict[str, Any]) -> dict[str, str]:
+    """Warm-start name -> weight digest of the record's last attempt that recorded them."""
+    for attempt in reversed(rec["manifest"].get("attempts", [])):
+        if attempt.get("warm_starts"):
+            return dict(attempt["warm_starts"])
+    return {}
+
+
+def restore(run: runs_lib.Run, records: Path, local_weights: dict[str, str] | None = None) -> bool:
     """Fills an empty workdir of `run` from its record; True when it did.
 
     A workdir that already holds a config.json (a run started here, finished or
-    not) is left alone: local runs win over records.
+    not) is left alone: local runs win over records. So is a record trained on a
+    warm start whose cached weights here differ (`local_weights`, name -> digest,
+    default `runs.warm_start_digests`): a retrained base makes its runs new
+    measurements, not more seeds of the recorded ones.
 
     Raises:
       ValueError naming the record when its key is not the run's.
@@ -104,6 +115,10 @@ def restore(run: runs_lib.Run, records: Path) -> bool:
     rec = load(src)
     if rec["key"] != run.key:
         raise ValueError(f"{src}: holds run {rec['key']}, expected {run.key}")
+    here = runs_lib.warm_start_digests(run.config) if local_weights is None else local_weights
+    then = recorded_weights(rec)
+    if any(name in here and here[name] != digest for name, digest in then.items()):
+        return False
     run.workdir.mkdir(parents=True, exist_ok=True)
     (run.workdir / METRICS).write_text("".join(json.dumps(r) + "\n" for r in rec["metrics"]))
     (run.workdir / CONFIG).write_text(json.dumps(rec["config"], indent=2))

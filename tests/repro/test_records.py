@@ -78,3 +78,25 @@ def test_records_are_byte_stable_and_bad_records_name_their_file(tmp_path, fake)
     shutil.copy(target, records_lib.path(records, other.key))
     with pytest.raises(ValueError, match=f"expected {other.key}"):
         records_lib.restore(other, records)
+
+
+def test_a_record_made_on_other_warm_start_weights_is_not_restored(tmp_path, monkeypatch, fake):
+    from rlvr_jax.train import warmstart
+
+    monkeypatch.setattr(warmstart, "DEFAULT_CACHE_DIR", tmp_path / "cache")
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0])
+    run = runs_lib.plan(repro, [0], tmp_path / "root")[0]
+    record = records_lib.load(records_lib.path(tmp_path / "docs" / "records", run.key))
+    # Pretend the run used warm start "w" with digest "aaa".
+    record["manifest"]["attempts"][-1]["warm_starts"] = {"w": "aaa"}
+    assert records_lib.recorded_weights(record) == {"w": "aaa"}
+    with gzip.open(records_lib.path(tmp_path / "docs" / "records", run.key), "wb") as f:
+        f.write(json.dumps(record).encode())
+    fresh = runs_lib.plan(repro, [0], tmp_path / "fresh")[0]
+    records = tmp_path / "docs" / "records"
+    assert not records_lib.restore(fresh, records, local_weights={"w": "bbb"})  # retrained
+    assert not (fresh.workdir / "config.json").exists()
+    assert records_lib.restore(fresh, records, local_weights={"w": "aaa"})  # same weights
+    other = runs_lib.plan(repro, [0], tmp_path / "other")[0]
+    assert records_lib.restore(other, records, local_weights={})  # not cached here: unknown
