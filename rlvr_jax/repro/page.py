@@ -90,12 +90,20 @@ def claims_table(repro: Reproduction, claims: list[ClaimResult]) -> str:
     for c in claims:
         m = repro.metric(c.claim.metric)
         rel = "" if not math.isfinite(c.diff.relative) else f" ({100 * c.diff.relative:+.0f}%)"
-        if c.claim.direction == "within":
-            op = f"≈ (|Δ| ≤ {fmt_value(c.claim.margin, m)})"
-        else:
-            op = ">" if c.claim.direction == "higher" else "<"
+        a, b = c.claim.arm, c.claim.baseline
+        bound = (
+            f"{100 * c.claim.margin:.0f}% of {b}"
+            if c.claim.relative
+            else fmt_value(c.claim.margin, m)
+        )
+        comparison = {
+            "higher": f"{a} > {b}",
+            "lower": f"{a} < {b}",
+            "within": f"{a} ≈ {b} (|Δ| ≤ {bound})",
+            "at_most": f"{a} − {b} ≤ {bound}",
+        }[c.claim.direction]
         lines.append(
-            f"| {c.claim.text} | {m.name} | {c.claim.arm} {op} {c.claim.baseline} | "
+            f"| {c.claim.text} | {m.name} | {comparison} | "
             f"{c.claim.paper or '–'} | {fmt_diff(c.diff, m)}{rel} | **{c.verdict}** |"
         )
     return "\n".join(lines) + "\n"

@@ -103,5 +103,5 @@ def claim_results(repro: Reproduction, results: list[RunResult]) -> list[ClaimRe
         a = Summary.of(arm_values(results, c.arm, c.metric))
         b = Summary.of(arm_values(results, c.baseline, c.metric))
         d = Difference.of(a, b)
-        out.append(ClaimResult(c, a, b, d, verdict(d, c.direction, c.margin)))
+        out.append(ClaimResult(c, a, b, d, verdict(d, c.direction, c.bound(b.mean))))
     return out

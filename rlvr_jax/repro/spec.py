@@ -27,7 +27,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-DIRECTIONS = ("higher", "lower", "within")
+DIRECTIONS = ("higher", "lower", "within", "at_most")
+MARGINED = ("within", "at_most")  # directions that take a margin
 ROLES = ("method", "baseline", "ablation")
 # How a metric's per-run value is read from metrics.jsonl (see rlvr_jax.repro.metrics).
 REDUCTIONS = (
@@ -123,10 +124,14 @@ class Claim:
       metric: a `Metric.name` of the reproduction.
       arm: the arm that should win.
       baseline: the arm it is compared with.
-      direction: "higher" (arm's mean above the baseline's), "lower", or "within"
-        (the two means differ by at most `margin`: an equivalence claim).
+      direction: "higher" (arm's mean above the baseline's), "lower", "within"
+        (the two means differ by at most `margin`: an equivalence claim), or
+        "at_most" (the arm exceeds the baseline by at most `margin`: a bounded cost,
+        e.g. "< 9% overhead").
       paper: the paper's number, where the abstract gives one ("" if none).
-      margin: a "within" claim's largest difference, in the metric's unscaled units.
+      margin: a "within" / "at_most" claim's bound, in the metric's unscaled units,
+        or as a fraction of the baseline's mean with `relative`.
+      relative: the margin is a fraction of |mean(baseline)| (0.09 = 9%).
     """
 
     text: str
@@ -136,17 +141,25 @@ class Claim:
     direction: str
     paper: str = ""
     margin: float = 0.0
+    relative: bool = False
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
             raise ValueError(
                 f"claim {self.text[:40]!r}: direction {self.direction!r}; valid: {DIRECTIONS}"
             )
-        if (self.direction == "within") != (self.margin > 0):
+        if (self.direction in MARGINED) != (self.margin > 0) or (
+            self.relative and self.direction not in MARGINED
+        ):
             raise ValueError(
-                f"claim {self.text[:40]!r}: a positive margin goes with direction 'within' "
-                f"only (direction {self.direction!r}, margin {self.margin})"
+                f"claim {self.text[:40]!r}: a positive margin goes with directions {MARGINED} "
+                f"only (direction {self.direction!r}, margin {self.margin}, relative "
+                f"{self.relative})"
             )
+
+    def bound(self, baseline_mean: float) -> float:
+        """The margin in the metric's units (a relative one scaled by |baseline mean|)."""
+        return self.margin * abs(baseline_mean) if self.relative else self.margin
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,8 @@ The verdict rule (stated on every page):
 A claim that two arms are equivalent ("within" a margin m, e.g. "differ by at most
 1.4 points"): reproduces when |Δ| + 2 s.e. ≤ m (the ±2 s.e. interval lies inside
 ±m); opposite when |Δ| − 2 s.e. > m (it lies outside); not resolved otherwise.
+A bounded cost ("at_most" m, e.g. "< 9% overhead", m relative to the baseline's
+mean): reproduces when Δ + 2 s.e. ≤ m; opposite when Δ − 2 s.e. > m.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ RULE = (
     "|Δ| > 2 s.e.; **not resolved at this scale**: |Δ| ≤ 2 s.e.; **opposite**: the other "
     "direction and |Δ| > 2 s.e.; no verdict with fewer than 2 finished seeds in an arm. "
     "A claim that two arms differ by at most m: **reproduces** when |Δ| + 2 s.e. ≤ m, "
-    "**opposite** when |Δ| − 2 s.e. > m, else not resolved."
+    "**opposite** when |Δ| − 2 s.e. > m, else not resolved; a claim that the method costs "
+    "at most m more (m may be a share of the baseline's mean): **reproduces** when "
+    "Δ + 2 s.e. ≤ m, **opposite** when Δ − 2 s.e. > m."
 )
 
 
@@ -76,18 +80,20 @@ def verdict(diff: Difference, direction: str, margin: float = 0.0) -> str:
 
     Args:
       diff: the arm's difference to the baseline.
-      direction: "higher" (the paper says the arm's mean is above), "lower", or
-        "within" (the two means differ by at most `margin`).
-      margin: the largest difference a "within" claim allows (unscaled units).
+      direction: "higher" (the paper says the arm's mean is above), "lower",
+        "within" (the two means differ by at most `margin`) or "at_most" (the arm's
+        mean exceeds the baseline's by at most `margin`).
+      margin: the bound of a "within" / "at_most" claim (the metric's units).
     Returns:
       One of VERDICTS.
     """
     if not (math.isfinite(diff.delta) and math.isfinite(diff.se)):
         return NO_VERDICT
-    if direction == "within":
-        if abs(diff.delta) + 2 * diff.se <= margin:
+    if direction in ("within", "at_most"):
+        excess = abs(diff.delta) if direction == "within" else diff.delta
+        if excess + 2 * diff.se <= margin:
             return REPRODUCES
-        return OPPOSITE if abs(diff.delta) - 2 * diff.se > margin else NOT_RESOLVED
+        return OPPOSITE if excess - 2 * diff.se > margin else NOT_RESOLVED
     if abs(diff.delta) <= 2 * diff.se:
         return NOT_RESOLVED
     sign = 1.0 if direction == "higher" else -1.0

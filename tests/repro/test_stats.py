@@ -66,11 +66,27 @@ def test_within_claims_need_the_whole_interval_inside_the_margin():
     assert verdict(Difference.of(Summary(0.0, math.nan, 1), base), "within", 2.5) == NO_VERDICT
 
 
-def test_a_margin_goes_with_within_claims_only():
+def test_at_most_claims_bound_the_excess_one_sided():
+    base = Summary(10.0, 3.0, 9)  # s.e. = 1 with an arm of sd 0
+    at = lambda mean: Difference.of(Summary(mean, 0.0, 3), base)  # noqa: E731
+    assert verdict(at(10.5), "at_most", margin=2.5) == REPRODUCES  # 0.5 + 2 ≤ 2.5
+    assert verdict(at(4.0), "at_most", margin=2.5) == REPRODUCES  # cheaper: within the bound
+    assert verdict(at(11.0), "at_most", margin=2.5) == NOT_RESOLVED
+    assert verdict(at(14.6), "at_most", margin=2.5) == OPPOSITE  # 4.6 - 2 > 2.5
+    # A relative bound: 9% of a baseline mean of 10 is 0.9.
+    claim = Claim("x", "step s", "a", "b", "at_most", margin=0.09, relative=True)
+    assert claim.bound(10.0) == pytest.approx(0.9) and claim.bound(-10.0) == pytest.approx(0.9)
+
+
+def test_a_margin_goes_with_within_and_at_most_claims_only():
     with pytest.raises(ValueError, match="margin"):
         Claim("x", "pass@1", "a", "b", "within")
     with pytest.raises(ValueError, match="margin"):
+        Claim("x", "pass@1", "a", "b", "at_most")
+    with pytest.raises(ValueError, match="margin"):
         Claim("x", "pass@1", "a", "b", "higher", margin=0.01)
+    with pytest.raises(ValueError, match="relative"):
+        Claim("x", "pass@1", "a", "b", "higher", relative=True)
 
 
 def _records():
