@@ -13,14 +13,18 @@ Layouts (models/layers.py keeps its KV cache in them): queries
 `q_BxTxNxH`, keys `k_BxKxHxS` (slots last), values `v_BxKxSxH`. Heads are
 grouped: query head n reads kv head n // G, G = N // K.
 
-  xla        materialises the [B, K, T·G, S] f32 scores: fastest at short T,
-             O(T·S) memory.
+  xla        materialises the [B, K, T·G, S] f32 scores, O(T·S) memory; on
+             CPU slower than blockwise even at T = 256 (measured: much of its
+             time goes to first touches of its big per-call buffers).
   blockwise  online softmax over key blocks inside query blocks (flash
              attention in plain XLA) with its own backward (`jax.custom_vjp`),
              O(T·block) memory; key blocks past the last visible slot are never
              touched (`lax.fori_loop` with a data-dependent trip count), so
              causal training skips half the work and a decode step reads only
-             the filled part of its cache.
+             the filled part of its cache. On one CPU the batch runs in
+             cache-sized row chunks (`lax.map`), so no score buffer outgrows
+             the cache: the fastest kernel on CPU (block 64: 1.2x PyTorch's
+             SDPA fwd+bwd at T = 256 and 1024 on the 3m bench shapes).
   pallas     the TPU splash-attention kernel (`jax.experimental.pallas`) for
              training and scoring passes (no cache); everywhere else (CPU, GPU,
              a KV cache) it falls back to `blockwise`. Pallas is imported only
@@ -119,9 +123,11 @@ def blockwise_attention(
 
     On CPU the batch is split into chunks of `rows` rows run one after another
     (`lax.map`), so one chunk's [rows, K, block·G, block] f32 score blocks stay in
-    cache (about CHUNK_BYTES): 5-10 % less CPU time on the 3m bench shapes (see
-    docs/benchmarks.md). Other backends, and a batch sharded under
-    `sharding.activate`, run the whole batch at once.
+    cache (about CHUNK_BYTES) and the buffers XLA allocates per call stay small:
+    on the 3m bench shapes at T = 256, block 256 drops from 250 to 95 CPU ms and
+    block 64 gains 5-10 % (docs/benchmarks.md, "Attention on CPU"). Other
+    backends, and a batch sharded under `sharding.activate`, run the whole batch
+    at once.
 
     Args:
       q_BxKxMxH: queries grouped per kv head: row m is position m // groups.
