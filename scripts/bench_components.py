@@ -1,6 +1,7 @@
 """The train step's parts, JAX vs PyTorch on CPU: where is our step slower?
 
   taskset -c 0 python scripts/bench_components.py [--size 3m] [--rows 16] [--length 256]
+      [--blocks 256,64] [--parts attention]
 
 Times forward + backward (gradients of a fixed random projection of the output with
 respect to every input and weight) of each part of a decoder layer of the bench model,
@@ -9,7 +10,8 @@ after two warm-ups) and our speed relative to PyTorch's (torch ms / ours):
 
   mlp        our `layers.MLP` (SwiGLU, fused gate/up, CPU-laid-out dense backward) vs
              three bias-free `torch.nn.Linear` (transformers' Qwen3MLP);
-  attention  our `attention.attention` kernel (blockwise and dense) on post-RoPE q, k, v
+  attention  our `attention.attention` kernel (blockwise at each of `--blocks`, and dense)
+             on post-RoPE q, k, v
              vs `torch.nn.functional.scaled_dot_product_attention(is_causal=True)`;
   loss       logits from final hidden states, log-softmax over the vocabulary and the
              token log-prob's mean (the GRPO loss's token term) vs the same in torch.
@@ -45,7 +47,7 @@ def _cpu_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def jax_parts(cfg, rows, length, block, rng):
+def jax_parts(cfg, rows, length, blocks, rng):
     """{name: a callable running that part's forward + backward once (blocking)}."""
     b, t, d, v = rows, length, cfg.hidden_size, cfg.vocab_size
     n, k, h = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -65,7 +67,7 @@ def jax_parts(cfg, rows, length, block, rng):
     valid = jnp.ones((b, t), bool)
     cot_q = jnp.asarray(rng.standard_normal((b, t, n, h)), jnp.float32)
 
-    def attn_step(impl):
+    def attn_step(impl, block=512):
         @jax.jit
         def step(q, kk, vv):
             def f(q, kk, vv):
@@ -87,9 +89,10 @@ def jax_parts(cfg, rows, length, block, rng):
 
         return jax.grad(f, argnums=(0, 1))(x, w)
 
+    blockwise = {f"attention (blockwise, block {n})": attn_step("blockwise", n) for n in blocks}
     return {
         "mlp": lambda: jax.block_until_ready(mlp_step(params, x)),
-        f"attention (blockwise, block {block})": attn_step("blockwise"),
+        **blockwise,
         "attention (dense)": attn_step("xla"),
         "loss": lambda: jax.block_until_ready(loss_step(x, w)),
     }
@@ -138,12 +141,16 @@ def main():
     p.add_argument("--size", default="3m", help="testing.bench_config size")
     p.add_argument("--rows", type=int, default=16)
     p.add_argument("--length", type=int, default=256)
-    p.add_argument("--block", type=int, default=256, help="blockwise attention block")
+    p.add_argument("--blocks", default="256,64", help="blockwise attention blocks, one row each")
+    p.add_argument("--parts", default="", help="only these parts (comma list of prefixes)")
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
     cfg = bench_config(args.size)
     rng = np.random.default_rng(0)
-    ours = jax_parts(cfg, args.rows, args.length, args.block, rng)
+    blocks = [int(n) for n in args.blocks.split(",")]
+    ours = jax_parts(cfg, args.rows, args.length, blocks, rng)
+    if args.parts:
+        ours = {k: f for k, f in ours.items() if k.startswith(tuple(args.parts.split(",")))}
     theirs = torch_parts(cfg, args.rows, args.length, rng)
     print(
         f"{args.size} (D={cfg.hidden_size}, I={cfg.intermediate_size}, heads {cfg.num_heads}/"

@@ -13,14 +13,18 @@ Layouts (models/layers.py keeps its KV cache in them): queries
 `q_BxTxNxH`, keys `k_BxKxHxS` (slots last), values `v_BxKxSxH`. Heads are
 grouped: query head n reads kv head n // G, G = N // K.
 
-  xla        materialises the [B, K, T·G, S] f32 scores: fastest at short T,
-             O(T·S) memory.
+  xla        materialises the [B, K, T·G, S] f32 scores, O(T·S) memory; on
+             CPU slower than blockwise even at T = 256 (measured: much of its
+             time goes to first touches of its big per-call buffers).
   blockwise  online softmax over key blocks inside query blocks (flash
              attention in plain XLA) with its own backward (`jax.custom_vjp`),
              O(T·block) memory; key blocks past the last visible slot are never
              touched (`lax.fori_loop` with a data-dependent trip count), so
              causal training skips half the work and a decode step reads only
-             the filled part of its cache.
+             the filled part of its cache. On one CPU the batch runs in
+             cache-sized row chunks (`lax.map`), so no score buffer outgrows
+             the cache: the fastest kernel on CPU (block 64: 1.2x PyTorch's
+             SDPA fwd+bwd at T = 256 and 1024 on the 3m bench shapes).
   pallas     the TPU splash-attention kernel (`jax.experimental.pallas`) for
              training and scoring passes (no cache); everywhere else (CPU, GPU,
              a KV cache) it falls back to `blockwise`. Pallas is imported only
@@ -34,10 +38,14 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from rlvr_jax import sharding
 from rlvr_jax.models.config import ATTENTION_IMPLS as IMPLS
 
 # Finite "minus infinity": a fully masked row stays NaN-free.
 MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
+# Bytes of one batch chunk's f32 score block in the blockwise kernel on CPU: about
+# a core's L2 cache (measured best among 1, 2, 4, 8 rows on the 3m bench shapes).
+CHUNK_BYTES = 256 * 1024
 
 
 def attention(q_BxTxNxH, k_BxKxHxS, v_BxKxSxH, kv_valid_BxS, q_offset=0, *, impl="xla", block=512):
@@ -102,8 +110,24 @@ def _blocks(length: int, block: int) -> tuple[int, int]:
     return block, -(-length // block) * block
 
 
-def blockwise_attention(q_BxKxMxH, k_BxKxHxS, v_BxKxSxH, valid_BxS, q_offset, *, groups, block):
+def _rows_per_chunk(b: int, score_block_bytes: int) -> int:
+    """Batch rows per pass: the largest divisor of b whose score blocks fit CHUNK_BYTES."""
+    most = max(1, CHUNK_BYTES // max(1, score_block_bytes))
+    return max(c for c in range(1, b + 1) if b % c == 0 and c <= most)
+
+
+def blockwise_attention(
+    q_BxKxMxH, k_BxKxHxS, v_BxKxSxH, valid_BxS, q_offset, *, groups, block, rows=None
+):
     """Online-softmax attention over blocks of queries and keys, O(T·block) memory.
+
+    On CPU the batch is split into chunks of `rows` rows run one after another
+    (`lax.map`), so one chunk's [rows, K, block·G, block] f32 score blocks stay in
+    cache (about CHUNK_BYTES) and the buffers XLA allocates per call stay small:
+    on the 3m bench shapes at T = 256, block 256 drops from 250 to 95 CPU ms and
+    block 64 gains 5-10 % (docs/benchmarks.md, "Attention on CPU"). Other
+    backends, and a batch sharded under `sharding.activate`, run the whole batch
+    at once.
 
     Args:
       q_BxKxMxH: queries grouped per kv head: row m is position m // groups.
@@ -111,9 +135,30 @@ def blockwise_attention(q_BxKxMxH, k_BxKxHxS, v_BxKxSxH, valid_BxS, q_offset, *,
       q_offset: int32 scalar, the slot of position 0.
       groups: G, query heads per kv head.
       block: query/key block length (positions).
+      rows: batch rows per chunk (a divisor of B); None: the CPU cache rule above.
     Returns:
       out_BxKxMxH in the dtype of q (zeros for rows with no visible key).
     """
+    b, kh, m, h = q_BxKxMxH.shape
+    if rows is None:
+        block_bytes = kh * min(block, m // groups) * groups * min(block, k_BxKxHxS.shape[-1]) * 4
+        # A sharded batch is left whole: chunks would slice across devices.
+        on_one_cpu = jax.default_backend() == "cpu" and sharding.active() is None
+        rows = _rows_per_chunk(b, block_bytes) if on_one_cpu else b
+    if b % rows:
+        raise ValueError(f"rows={rows} must divide the batch {b}")
+    if rows < b:
+        chunked = lambda x: x.reshape(b // rows, rows, *x.shape[1:])  # noqa: E731
+        run = functools.partial(_blockwise, q_offset=q_offset, groups=groups, block=block)
+        args = (q_BxKxMxH, k_BxKxHxS, v_BxKxSxH, valid_BxS)
+        out = jax.lax.map(lambda a: run(*a), tuple(chunked(x) for x in args))
+        return out.reshape(b, kh, m, h)
+    return _blockwise(
+        q_BxKxMxH, k_BxKxHxS, v_BxKxSxH, valid_BxS, q_offset, groups=groups, block=block
+    )
+
+
+def _blockwise(q_BxKxMxH, k_BxKxHxS, v_BxKxSxH, valid_BxS, q_offset, *, groups, block):
     b, kh, m, h = q_BxKxMxH.shape
     t, s = m // groups, k_BxKxHxS.shape[-1]
     bq, tp = _blocks(t, block)

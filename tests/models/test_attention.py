@@ -13,7 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rlvr_jax.models.attention import attention
+from rlvr_jax.models import attention as attention_module
+from rlvr_jax.models.attention import attention, blockwise_attention
 
 TOL = 1e-5
 
@@ -86,6 +87,47 @@ def test_blockwise_never_reads_slots_past_the_query():
     ref = attention(q, key, val, valid, jnp.int32(20), impl="xla")
     assert np.isfinite(np.asarray(out)).all()
     assert _max_err(out, ref, _sees_a_key(valid, 20, 1)) <= TOL
+
+
+@pytest.mark.parametrize(
+    "b,chunk_bytes,q_offset,t,s",
+    [
+        (4, 1, 0, 37, None),  # one row per pass, training shapes
+        (4, 2048, 0, 37, None),  # two rows per pass (a score block is 1 KiB)
+        (3, 2048, 0, 37, None),  # 3 rows: the largest divisor that fits is 1
+        (4, 2048, 20, 5, 40),  # prefill/decode into a cache at an offset
+    ],
+)
+def test_blockwise_in_row_chunks_equals_dense(monkeypatch, b, chunk_bytes, q_offset, t, s):
+    """The CPU batch chunking (`lax.map` over rows) changes nothing: values and grads."""
+    monkeypatch.setattr(attention_module, "CHUNK_BYTES", chunk_bytes)
+    q, key, val, valid, rng = _inputs(7, b=b, t=t, s=s)
+    rows = _sees_a_key(valid, q_offset, t)
+    run = {
+        impl: jax.jit(
+            lambda q, k, v, impl=impl: attention(
+                q, k, v, valid, jnp.int32(q_offset), impl=impl, block=8
+            )  # fmt: skip
+        )
+        for impl in ("xla", "blockwise")
+    }
+    ref, out = run["xla"](q, key, val), run["blockwise"](q, key, val)
+    assert _max_err(out, ref, rows) <= TOL
+    cot = jnp.asarray(rng.normal(size=out.shape), jnp.float32) * rows[:, :, None, None]
+    grads = {
+        impl: jax.grad(lambda *a, f=f: jnp.sum(f(*a) * cot), argnums=(0, 1, 2))(q, key, val)
+        for impl, f in run.items()
+    }
+    for name, g_ref, g in zip("qkv", grads["xla"], grads["blockwise"], strict=True):
+        assert float(jnp.abs(g_ref - g).max()) <= TOL, f"d{name}"
+        assert float(jnp.abs(g_ref).max()) > 0.1
+
+
+def test_blockwise_rows_must_divide_the_batch():
+    q = jnp.zeros((3, 2, 8, 4))
+    k, v = jnp.zeros((3, 2, 4, 8)), jnp.zeros((3, 2, 8, 4))
+    with pytest.raises(ValueError, match="rows=2 must divide the batch 3"):
+        blockwise_attention(q, k, v, jnp.ones((3, 8), bool), 0, groups=1, block=4, rows=2)
 
 
 def test_blockwise_bf16_tracks_f32():
