@@ -53,6 +53,10 @@ nothing measurable in 20 steps. Merge (averaged), Mix RL and MOPD keep most of t
 Countdown gain and end within 0.5 points of each other in mean pass@1; summing
 both task vectors (λ = (1, 1)) costs 9 points of arithmetic (interference). As in
 the paper, no paradigm raised pass@8 over θ_0.
+The reproduction harness's run of the same variant and seed on 2026-12-04
+(docs/reproductions/fusion.md, 804 CPU s) did not repeat the closeness: mean pass@1
+MOPD 28.5, merge_avg 29.8, merge_sum 28.1, Mix RL 23.8, θ_0 24.6 (one seed each: the
+spread between runs of one config is not known yet).
 """
 
 import json
