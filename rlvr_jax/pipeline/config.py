@@ -105,8 +105,8 @@ def add_stage(
 
 
 def stage_names(c: ml_collections.ConfigDict) -> list[str]:
-    """The stages of `c.order`, in run order."""
-    return [n.strip() for n in c.order.split(",") if n.strip()]
+    """The stages of `c.order`, in run order (`c` a ConfigDict or its JSON dict)."""
+    return [n.strip() for n in str(c["order"]).split(",") if n.strip()]
 
 
 def is_pipeline(c: ml_collections.ConfigDict) -> bool:

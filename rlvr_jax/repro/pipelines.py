@@ -23,15 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from rlvr_jax.pipeline.config import is_pipeline, stage_names
+
 EVAL_DIR, STAGES_DIR, DONE_FILE, METRICS = "eval", "stages", "stage.json", "metrics.jsonl"
-
-
-def is_pipeline(config: Mapping[str, Any]) -> bool:
-    return "stages" in config and "order" in config
-
-
-def stage_names(config: Mapping[str, Any]) -> list[str]:
-    return [n.strip() for n in str(config["order"]).split(",") if n.strip()]
 
 
 def seed_fields(config: Mapping[str, Any], seed: int) -> dict[str, int]:

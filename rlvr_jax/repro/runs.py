@@ -138,7 +138,8 @@ def command(
     workdir = Path(workdir)
     if workdir.is_absolute() and workdir.is_relative_to(REPO):
         workdir = workdir.relative_to(REPO)
-    overrides = {**common, **arm.overrides, **(seed_fields or {"seed": seed})}
+    seeded = {"seed": seed} if seed_fields is None else seed_fields
+    overrides = {**common, **arm.overrides, **seeded}
     return [
         "python",
         "-m",
