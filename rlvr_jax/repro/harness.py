@@ -79,15 +79,11 @@ def reproduce(
     runs = runs_lib.plan(repro, seeds, Path(root))
     restored = 0
     for r in runs:
-        if records_lib.restore(r, records):
-            restored += 1
-        elif (
-            not (r.workdir / records_lib.CONFIG).exists()
-            and records_lib.path(records, r.key).is_file()
-        ):
+        outcome = records_lib.restore(r, records)
+        restored += outcome == records_lib.RESTORED
+        if outcome == records_lib.OTHER_WEIGHTS:
             echo(
-                f"  {r.arm.name} seed {r.seed}: its record {r.key} was trained on other "
-                "warm-start weights than this machine's cache; not restored (a new run)"
+                f"  {r.arm.name} seed {r.seed}: record {r.key} {outcome}; not restored (a new run)"
             )
     for r in runs:  # arms sharing a restored run read its manifest too
         r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest

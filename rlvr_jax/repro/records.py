@@ -97,8 +97,18 @@ def recorded_weights(rec: dict[str, Any]) -> dict[str, str]:
     return {}
 
 
-def restore(run: runs_lib.Run, records: Path, local_weights: dict[str, str] | None = None) -> bool:
-    """Fills an empty workdir of `run` from its record; True when it did.
+# What `restore` did with a run.
+RESTORED = "restored"
+LOCAL = "local run"  # the workdir already holds a run started here
+NO_RECORD = "no record"
+OTHER_WEIGHTS = "trained on other warm-start weights than this machine's cache"
+
+
+def restore(run: runs_lib.Run, records: Path, local_weights: dict[str, str] | None = None) -> str:
+    """Fills an empty workdir of `run` from its record; says what it did.
+
+    Returns RESTORED when it filled the workdir, else why not: LOCAL, NO_RECORD or
+    OTHER_WEIGHTS.
 
     A workdir that already holds a config.json (a run started here, finished or
     not) is left alone: local runs win over records. So is a record trained on a
@@ -110,19 +120,21 @@ def restore(run: runs_lib.Run, records: Path, local_weights: dict[str, str] | No
       ValueError naming the record when its key is not the run's.
     """
     src = path(records, run.key)
-    if not src.is_file() or (run.workdir / CONFIG).exists():
-        return False
+    if (run.workdir / CONFIG).exists():
+        return LOCAL
+    if not src.is_file():
+        return NO_RECORD
     rec = load(src)
     if rec["key"] != run.key:
         raise ValueError(f"{src}: holds run {rec['key']}, expected {run.key}")
     here = runs_lib.warm_start_digests(run.config) if local_weights is None else local_weights
     then = recorded_weights(rec)
     if any(name in here and here[name] != digest for name, digest in then.items()):
-        return False
+        return OTHER_WEIGHTS
     run.workdir.mkdir(parents=True, exist_ok=True)
     (run.workdir / METRICS).write_text("".join(json.dumps(r) + "\n" for r in rec["metrics"]))
     (run.workdir / CONFIG).write_text(json.dumps(rec["config"], indent=2))
     manifest = dict(rec["manifest"], restored_from=src.name)
     (run.workdir / runs_lib.MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
     run.manifest = manifest
-    return True
+    return RESTORED

@@ -48,7 +48,7 @@ def test_a_local_run_wins_over_its_record_and_a_rerun_refreshes_the_record(tmp_p
     page_text(repro, tmp_path, fake, [0])
     grpo = runs_lib.plan(repro, [0], tmp_path / "root")[0]
     record = records_lib.path(tmp_path / "docs" / "records", grpo.key)
-    assert not records_lib.restore(grpo, record.parent)  # workdir exists: untouched
+    assert records_lib.restore(grpo, record.parent) == records_lib.LOCAL  # untouched
     # A second attempt (the run was moved away and retrained) makes the record stale.
     first = records_lib.load(record)["manifest"]["attempts"]
     (grpo.workdir / "metrics.jsonl").unlink()
@@ -95,8 +95,12 @@ def test_a_record_made_on_other_warm_start_weights_is_not_restored(tmp_path, mon
         f.write(json.dumps(record).encode())
     fresh = runs_lib.plan(repro, [0], tmp_path / "fresh")[0]
     records = tmp_path / "docs" / "records"
-    assert not records_lib.restore(fresh, records, local_weights={"w": "bbb"})  # retrained
+    assert (
+        records_lib.restore(fresh, records, local_weights={"w": "bbb"}) == records_lib.OTHER_WEIGHTS
+    )  # retrained
     assert not (fresh.workdir / "config.json").exists()
-    assert records_lib.restore(fresh, records, local_weights={"w": "aaa"})  # same weights
+    assert records_lib.restore(fresh, records, local_weights={"w": "aaa"}) == records_lib.RESTORED
     other = runs_lib.plan(repro, [0], tmp_path / "other")[0]
-    assert records_lib.restore(other, records, local_weights={})  # not cached here: unknown
+    assert records_lib.restore(other, records, local_weights={}) == records_lib.RESTORED  # unknown
+    unseeded = runs_lib.plan(repro, [7], tmp_path / "none")[0]
+    assert records_lib.restore(unseeded, records) == records_lib.NO_RECORD
