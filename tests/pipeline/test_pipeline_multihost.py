@@ -1,11 +1,11 @@
-"""A pipeline (sft → rl → merge, each export evaluated) as two CPU processes vs one.
+"""A pipeline (sft → dpo → rl → merge, each export evaluated) as two CPU processes vs one.
 
 The SFT stage's export and every evaluation must equal the one-process run's
 (greedy evaluation); each process evaluates its own share of the problems. The
-RL stage reads a different prompt shard per process (as the RL trainer does), so
-its export is not the one-process run's: the one process instead evaluates the
-two-process run's RL and merge exports, and the merge is checked against task
-arithmetic of the exports it merged.
+DPO and RL stages read a different prompt shard per process (as the RL trainer
+does), so their exports are not the one-process run's: the one process instead
+evaluates the two-process run's DPO, RL and merge exports, and the merge is
+checked against task arithmetic of the exports it merged.
 """
 
 import json
@@ -17,7 +17,10 @@ import pytest
 
 from rlvr_jax.testing import launch_processes
 
-_CHILD = textwrap.dedent(
+STAGES = ("sft", "dpo", "rl", "merge")
+TRAINED = ("dpo", "rl", "merge")  # exports that differ from the one-process run's
+
+_CHILD = f"TRAINED = {TRAINED}\n" + textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
@@ -54,16 +57,18 @@ _CHILD = textwrap.dedent(
     evaluate.evaluate_checkpoint = tagged
     c = pipeline_config()
     add_stage(c, "sft", "sft")
+    add_stage(c, "dpo", "dpo")
     add_stage(c, "rl", "rl")
     merge = add_stage(c, "merge", "merge", init="base")
     merge.run.specialists, merge.run.lambdas = "sft,rl", "0.5,0.7"
     apply_pulse(c)
     c.eval.num_problems, c.eval.n_samples, c.eval.temperature = 5, 2, 0.0  # 3 + 2
-    c.stages.rl.run.mesh.shape = (1, -1, 1)
+    for name in ("dpo", "rl"):  # the trainer's mesh must span every process's devices
+        c.stages[name].run.mesh.shape = (1, -1, 1)
     result = run.run(c, workdir)
     others = {}
-    if other:  # one process: evaluate the two-process run's RL and merge exports
-        for name in ("rl", "merge"):
+    if other:  # one process: evaluate the two-process run's trained and merged exports
+        for name in TRAINED:
             others[name] = evaluate.evaluate_checkpoint(
                 f"{other}/stages/{name}/export", evaluate.eval_tasks(c), c.eval
             )
@@ -112,16 +117,20 @@ def test_pipeline_in_two_processes_matches_one_and_splits_evaluation(tmp_path):
     two = _launch(tmp_path, multi, nproc=2)
     assert [r["processes"] for r in two] == [2, 2]
     # Each process evaluated its own share of every checkpoint's 5 problems.
-    for model in ("base", "sft", "rl", "merge"):
+    for model in ("base", *STAGES):
         a, b = (r["seen"][model] for r in two)
         assert len(set(a)) == 3 and len(set(b)) == 2 and not set(a) & set(b), model
     assert two[0]["result"] == two[1]["result"]  # both hold the gathered evaluations
     # Files written once, by process 0, and complete.
-    for name in ("sft", "rl", "merge"):
+    for name in STAGES:
         assert json.loads((multi / "stages" / name / "stage.json").read_text())["kind"] == name
     assert sorted(p.name for p in (multi / "eval").iterdir()) == [
-        f"{m}.json" for m in ("base", "merge", "rl", "sft")
+        f"{m}.json" for m in sorted(("base", *STAGES))
     ]
+    dpo = [json.loads(x) for x in (multi / "stages/dpo/metrics.jsonl").read_text().splitlines()]
+    train = [r for r in dpo if r["split"] == "train"]
+    assert train and all(np.isfinite(r["loss"]) for r in train)
+    assert sum(r["pairs"] for r in train) > 0  # pairs of both processes in one update
     assert not [p for p in multi.rglob("*.tmp*")]
 
     (one,) = _launch(tmp_path, single, nproc=1, other=multi)
@@ -134,8 +143,8 @@ def test_pipeline_in_two_processes_matches_one_and_splits_evaluation(tmp_path):
     for stage in ("base", "sft"):
         saved = [json.loads((d / "eval" / f"{stage}.json").read_text()) for d in (multi, single)]
         _close(saved[0]["results"], saved[1]["results"], rtol=1e-5)
-    # The two-process RL and merge exports, evaluated by one process, score the same.
-    for name in ("rl", "merge"):
+    # The two-process trained and merged exports, evaluated by one process, score the same.
+    for name in TRAINED:
         saved = json.loads((multi / "eval" / f"{name}.json").read_text())["results"]
         _close(saved, one["others"][name], rtol=1e-5)
     # The RL stage moved the weights; the merge is θ_0 + 0.5(θ_sft − θ_0) + 0.7(θ_rl − θ_0).
