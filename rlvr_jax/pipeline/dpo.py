@@ -15,7 +15,10 @@ group matched in sampling order; one update per pass over all pairs.
 
 `DPOTrainer` is the RL trainer with the batch and update stages replaced, so
 it keeps everything else of a run: checkpoints and bitwise resume, SIGTERM,
-evaluation, logs, report and export.
+evaluation, logs, report and export. Multi-process as the RL trainer: each
+process pairs its own groups' rows; an update is one program over every
+process's pairs (the global [2, P, T] batch: chosen row, rejected row), the
+mean over all valid pairs.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ import numpy as np
 import optax
 from flax import nnx
 
+from rlvr_jax import distributed, sharding
 from rlvr_jax.core import dpo
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import build, signals
 from rlvr_jax.rl.trainer import Trainer
 
 _LENGTH_MULTIPLE = 32  # rows trimmed to a multiple of this width: few compiles
+_ROW_FIELDS = ("tokens_2xPxT", "attention_mask_2xPxT", "mask_2xPxT")
 
 
 def dpo_config() -> ml_collections.ConfigDict:
@@ -56,24 +61,24 @@ def dpo_config() -> ml_collections.ConfigDict:
 def make_dpo_update(graphdef, optimizer, *, beta, label_smoothing, loss_type):
     """Jitted `(state, rest, batch) -> (state, metrics)` on the pairs of one step.
 
-    `batch` holds [2P, T] rows (the P chosen responses, then the P rejected ones):
-    tokens_BxT, attention_mask_BxT, mask_BxT (response tokens), ref_logps_B (the
+    `batch` holds the P pairs' rows, chosen ([0]) and rejected ([1]): tokens_2xPxT,
+    attention_mask_2xPxT, mask_2xPxT (response tokens), ref_logps_2xP (the
     reference's sequence log-probs), and valid_P. The loss is the mean over the
     valid pairs. `state` (an `rl.update.RLState`) is donated.
     """
 
     def loss_fn(params, rest, b):
         model = nnx.merge(graphdef, params, rest)
-        seq = dpo.sequence_logps(
-            token_logps(model, b["tokens_BxT"], b["attention_mask_BxT"]), b["mask_BxT"]
-        )
+        rows = {k: b[k].reshape(-1, b[k].shape[-1]) for k in _ROW_FIELDS}  # [2P, T]
+        logps_BxT = token_logps(model, rows["tokens_2xPxT"], rows["attention_mask_2xPxT"])
+        seq = dpo.sequence_logps(logps_BxT, rows["mask_2xPxT"])
         p = seq.shape[0] // 2
-        ref = b["ref_logps_B"]
+        ref = b["ref_logps_2xP"]
         total, count, stats = dpo.dpo_loss(
             seq[:p],
             seq[p:],
-            ref[:p],
-            ref[p:],
+            ref[0],
+            ref[1],
             b["valid_P"],
             beta=beta,
             label_smoothing=label_smoothing,
@@ -108,6 +113,13 @@ class DPOTrainer(Trainer):
                 f"config.dpo: beta = {d.beta} must be > 0, label_smoothing = "
                 f"{d.label_smoothing} in [0, 0.5), pairs_per_group = {d.pairs_per_group} >= 1"
             )
+        pairs = config.data.prompts_per_step * d.pairs_per_group
+        shards = sharding.batch_shards(self.mesh)
+        if pairs % shards:
+            raise ValueError(
+                f"config.data.prompts_per_step x config.dpo.pairs_per_group = {pairs} pairs "
+                f"per step must be a multiple of the mesh's {shards} batch shards"
+            )
         graphdef, params, _ = nnx.split(self.model, nnx.Param, ...)
         # π_ref: the stage's start (the model as built, before any checkpoint restore).
         self.dpo_ref = jax.tree.map(jnp.copy, params)
@@ -122,9 +134,9 @@ class DPOTrainer(Trainer):
     # The RL stages, replaced: score builds the preference pairs, credit has nothing to
     # assign, update takes DPO steps. (The returned dict is DPO's own batch, not rl.Batch.)
     def score(self, groups, fields, step) -> dict[str, np.ndarray]:
-        """The step's pairs as [2P, T] rows (chosen, then rejected) with reference log-probs."""
+        """This process's pairs as [2, P, T] rows (chosen, rejected) with reference log-probs."""
         del fields, step
-        g = groups.trim(_LENGTH_MULTIPLE)
+        g = self.trimmed(groups, _LENGTH_MULTIPLE)
         chosen, rejected, valid = dpo.preference_pairs(
             g.correct,
             g.group,
@@ -139,21 +151,21 @@ class DPOTrainer(Trainer):
             self.score_ctx.policy.fn, (self.dpo_ref, self.rest), (tokens, attn), chunk=len(rows)
         )
         ref_B = np.asarray(dpo.sequence_logps(ref_BxT, mask), np.float32)
-        return dict(
-            tokens_BxT=tokens,
-            attention_mask_BxT=attn,
-            mask_BxT=mask,
-            ref_logps_B=ref_B,
-            valid_P=valid,
-        )
+        out = dict(zip(_ROW_FIELDS, (tokens, attn, mask), strict=True), ref_logps_2xP=ref_B)
+        out = {k: x.reshape(2, len(valid), *x.shape[1:]) for k, x in out.items()}
+        return dict(out, valid_P=valid)
 
     def credit(self, batch, step, num_groups):
         del step, num_groups
         return batch
 
     def update(self, b: dict[str, np.ndarray], step: int) -> dict[str, Any]:
-        if not b["valid_P"].any():
+        if not distributed.agree(b["valid_P"].any()):
             return {"pairs": 0.0}
+        # The global batch: every process's pairs, concatenated (pairs on the batch axes).
+        valid = b.pop("valid_P")
+        b = distributed.host_local_to_global(b, self.mesh, sharding.batch_sharding(self.mesh, 1))
+        b["valid_P"] = distributed.host_local_to_global(valid, self.mesh)
         totals: dict[str, float] = {}
         for epoch in range(self.c.train.ppo_epochs):
             self.state, metrics = self.dpo_update(self.state, self.rest, b)

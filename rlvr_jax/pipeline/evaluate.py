@@ -4,7 +4,10 @@ The base and each stage's export are evaluated once (`config.eval`: held-out
 split, n samples per problem at a temperature) on each task of
 `config.eval.tasks`; the results are cached as `<workdir>/eval/<model>.json`
 (recomputed when the eval settings change), so a resumed pipeline does not
-evaluate again. From them come the pass@k curves before and after each stage
+evaluate again. In a multi-process run each process samples its share of the
+problems and the per-problem results are gathered (`train.evaluate.evaluate_task`
+with `split_processes`), so every process holds the result over all of them;
+process 0 writes the cache. From them come the pass@k curves before and after each stage
 (`passk.png`) and the models × tasks table (the fusion table).
 """
 
@@ -64,10 +67,12 @@ def evaluate_checkpoint(model_dir, specs: dict, e: ml_collections.ConfigDict) ->
     """
     from rlvr_jax import tasks
     from rlvr_jax.models import load_pretrained
+    from rlvr_jax.pipeline.stages import spread
     from rlvr_jax.train.evaluate import evaluate_task
     from rlvr_jax.train.warmstart import load_model_tokenizer
 
     model, _ = load_pretrained(model_dir)
+    spread(model)
     tokenizer = load_model_tokenizer(model_dir)
     out = {}
     for label, spec in specs.items():
@@ -83,6 +88,7 @@ def evaluate_checkpoint(model_dir, specs: dict, e: ml_collections.ConfigDict) ->
             temperature=e.temperature,
             max_new_tokens=e.max_new_tokens,
             seed=e.seed,
+            split_processes=True,
         )
         keep = ("num_problems", "mean_reward", "mean_response_tokens", "num_correct", "reasons")
         r = {k: res[k] for k in keep}
@@ -94,14 +100,22 @@ def evaluate_checkpoint(model_dir, specs: dict, e: ml_collections.ConfigDict) ->
 
 
 def cached_evaluation(workdir, model: str, model_dir, specs: dict, e) -> dict[str, Any]:
-    """`evaluate_checkpoint`, cached in `<workdir>/eval/<model>.json` for these settings."""
+    """`evaluate_checkpoint`, cached in `<workdir>/eval/<model>.json` for these settings.
+
+    The cache is used only when every process finds it (else all evaluate again);
+    process 0 writes it.
+    """
+    from rlvr_jax import distributed
+
     path = Path(workdir) / EVAL_DIR / f"{model}.json"
     settings = {"tasks": specs, "eval": e.to_dict(), "model_dir": str(model_dir)}
-    if path.is_file():
-        saved = json.loads(path.read_text())
-        if saved.get("settings") == json.loads(json.dumps(settings)):
-            return saved["results"]
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    fresh = saved.get("settings") == json.loads(json.dumps(settings))
+    if not distributed.agree(not fresh):
+        return saved["results"]
     results = evaluate_checkpoint(model_dir, specs, e)
+    if not distributed.is_logging_process():
+        return results
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"settings": settings, "results": results}, indent=1))

@@ -143,7 +143,8 @@ def merge_checkpoints(
       base_dir: θ_0's directory (config.json, safetensors, tokenizer file).
       specialist_dirs: the specialists' directories (same architecture).
       lambdas: one λ per specialist.
-      out_dir: written under a temporary name, then renamed (replacing it).
+      out_dir: written under a temporary name, then renamed (replacing it); None
+        merges without writing (a multi-process run's other processes).
       method, hparams: see `merge_tensors`.
     """
     from rlvr_jax.train.warmstart import load_model_tokenizer, save_tokenizer
@@ -152,6 +153,8 @@ def merge_checkpoints(
     base = model_tensors(model)
     specialists = [model_tensors(load_pretrained(d)[0]) for d in specialist_dirs]
     merged = merge_tensors(base, specialists, lambdas, method=method, hparams=hparams)
+    if out_dir is None:
+        return
     set_model_tensors(model, merged)
     out = os.fspath(out_dir)
     tmp = out.rstrip("/") + f".tmp{os.getpid()}"

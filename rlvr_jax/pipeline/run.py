@@ -13,6 +13,13 @@ A rerun skips the stages that have their stage.json and resumes the first one
 that does not from its own last checkpoint (a kill -9 in stage 2 resumes stage
 2 at its last checkpoint; stage 1 is not run again). A SIGTERM in a training
 stage checkpoints it and returns {"preempted": True, ...}.
+
+Multi-process (one process per host, `rlvr_jax.distributed`; the workdir on a
+filesystem every host sees, as for orbax checkpoints): every process runs every
+stage together (each stage kind says how it splits the work); process 0 alone
+writes the files above and holds the lock, and every process waits at a barrier
+after each stage so none reads a half-written export. A stage is skipped only
+when every process sees its stage.json.
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import jax
 import ml_collections
 
+from rlvr_jax import distributed
 from rlvr_jax.pipeline import evaluate, stages
 from rlvr_jax.pipeline.config import init_of, stage_names, validate
 
@@ -37,6 +44,9 @@ LOCK_FILE = "pipeline.lock"
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Writes `path` from process 0 only (whole or not at all)."""
+    if not distributed.is_logging_process():
+        return
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -101,7 +111,7 @@ def base_dir(c: ml_collections.ConfigDict, workdir: Path) -> str:
         valid = "warm_start, pretrained, random"
         raise ValueError(f"config.model.source = {m.source!r}; valid: {valid}")
     out = workdir / "base"
-    if not (out / "config.json").is_file():
+    if distributed.is_logging_process() and not (out / "config.json").is_file():
         from rlvr_jax.models import save_pretrained
         from rlvr_jax.rl import build
         from rlvr_jax.rl.config import default_config
@@ -115,6 +125,7 @@ def base_dir(c: ml_collections.ConfigDict, workdir: Path) -> str:
         save_pretrained(model, model.config, tmp)
         save_tokenizer(tokenizer, tmp)
         os.replace(tmp, out)
+    distributed.sync("rlvr_jax_pipeline_base")
     return str(out)
 
 
@@ -130,15 +141,16 @@ def run(config: ml_collections.ConfigDict, workdir, allow_config_change=()) -> d
       {"stages": {name: its result}, "eval": {model: {task: pass@1}}}, or
       {"preempted": True, "stage": name, "step": s} when a signal stopped a stage.
     """
-    from rlvr_jax.locking import FileLock
+    from rlvr_jax.run.run_io import lock_on_chief
 
     validate(config)
-    if jax.process_count() > 1:
-        raise NotImplementedError("pipelines run in one process (multi-host stages: not yet)")
     workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    with FileLock(workdir / LOCK_FILE, what=f"pipeline directory {workdir}"):
+    lock = lock_on_chief(workdir / LOCK_FILE, f"pipeline directory {workdir}")
+    try:
         return _run(config, workdir, tuple(allow_config_change))
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _run(c: ml_collections.ConfigDict, workdir: Path, allow: tuple[str, ...]) -> dict[str, Any]:
@@ -152,7 +164,7 @@ def _run(c: ml_collections.ConfigDict, workdir: Path, allow: tuple[str, ...]) ->
         s, sdir = c.stages[name], workdir / "stages" / name
         init = init_of(c, name)
         marker = sdir / DONE_FILE
-        if marker.is_file():
+        if not distributed.agree(not marker.is_file()):
             done[name] = json.loads(marker.read_text())
         else:
             k = stages.kind(s.kind)
@@ -169,6 +181,7 @@ def _run(c: ml_collections.ConfigDict, workdir: Path, allow: tuple[str, ...]) ->
                 steps, limit = result["steps"], run_cfg.train.steps
                 done[name].update(steps=steps, switched=steps < limit, max_steps=limit)
             _write_atomic(marker, json.dumps(done[name], indent=2))
+            distributed.sync(f"rlvr_jax_pipeline_stage_{name}")  # its export is complete
         exports[name] = str(sdir / "export")
         if c.eval.enabled:
             evals[name] = evaluate.cached_evaluation(workdir, name, exports[name], specs, c.eval)
@@ -198,7 +211,12 @@ def _note(c, name: str, d: dict) -> str:
 
 
 def write_report(workdir: Path, c, done: dict, evals: dict) -> None:
-    """results.md (stage table, evaluation table, each stage's own report) and passk.png."""
+    """results.md (stage table, evaluation table, each stage's own report) and passk.png.
+
+    Process 0 writes them; the others return.
+    """
+    if not distributed.is_logging_process():
+        return
     lines = [f"# Pipeline {workdir.name}", "", "| # | stage | kind | starts from | note |"]
     lines.append("|---|---|---|---|---|")
     for i, (name, d) in enumerate(done.items()):

@@ -11,6 +11,15 @@ prompts where RL has no signal). The examples are built once and cached in the
 stage directory (`sft_data.jsonl`, with counts in `sft_data.json`), so a
 resumed stage trains on the same data.
 
+Multi-process (`rlvr_jax.distributed`): the model is sharded over every
+device of every process (`stages.spread`). Sampling for the data splits the
+problems over processes and gathers the verified samples
+(`distributed.my_shard` / `gather_shards`), so every process builds the same
+examples; process 0 writes the cache. Every process builds each step's whole
+batch (a function of (seed, step)) and feeds it replicated, so the run equals
+the one-process run of the same config up to float rounding; the in-stage
+evaluations split their problems like the pipeline's.
+
 Training reuses `rlvr_jax.train.sft` (masked next-token loss, AdamW with
 warm-up and cosine decay); the batch of step i is a function of (seed, i), so
 a checkpoint (params, optimizer state, step) resumes bitwise. The run
@@ -32,8 +41,8 @@ import ml_collections
 import numpy as np
 from flax import nnx
 
-from rlvr_jax import tasks
-from rlvr_jax.pipeline.stages import StageContext
+from rlvr_jax import distributed, sharding, tasks
+from rlvr_jax.pipeline.stages import SPREAD_RULES, StageContext, spread
 from rlvr_jax.tasks.base import CORRECT
 from rlvr_jax.train import sft
 
@@ -136,8 +145,11 @@ def sample_verified(
 ):
     """`n` samples of each problem, decoded and verified.
 
+    In a multi-process run each process samples its share of the problems
+    (`distributed.my_shard`) and the results are gathered (a collective).
+
     Returns:
-      One list per problem of (response text, correct) pairs.
+      One list per problem of (response text, correct) pairs (the same on every process).
     """
     from rlvr_jax.sampling import Sampler, SamplingParams
     from rlvr_jax.tokenizers import cut_at_stop
@@ -148,9 +160,9 @@ def sample_verified(
     )
     sampler = Sampler(model, pad_id=tokenizer.pad_id if tokenizer.pad_id is not None else 0)
     key = jax.random.PRNGKey(seed)
-    out = []
-    for lo in range(0, len(problems), prompts_per_call):
-        chunk = problems[lo : lo + prompts_per_call]
+    mine, out = distributed.my_shard(len(problems)), []
+    for lo in range(0, len(mine), prompts_per_call):
+        chunk = [problems[i] for i in mine[lo : lo + prompts_per_call]]
         prompts = [sft.encode_prompt(tokenizer, p.prompt) for p in chunk]
         ro = sampler.sample(prompts, params, jax.random.fold_in(key, lo))
         for g, p in enumerate(chunk):
@@ -159,7 +171,7 @@ def sample_verified(
                 for b in range(g * n, (g + 1) * n)
             ]
             out.append([(t, task.verify(p, t).reason == CORRECT) for t in texts])
-    return out
+    return distributed.gather_shards(mine, out, len(problems))
 
 
 def _load_teacher(c, base):
@@ -205,10 +217,12 @@ def build_examples(c, model, tokenizer, task, base) -> tuple[list[tuple[str, str
 
 def _cached_examples(ctx: StageContext, model, tokenizer, task):
     path, stats_path = ctx.workdir / DATA_FILE, ctx.workdir / STATS_FILE
-    if stats_path.is_file():
+    if not distributed.agree(not stats_path.is_file()):
         rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         return [(r["prompt"], r["completion"]) for r in rows], json.loads(stats_path.read_text())
     examples, stats = build_examples(ctx.config, model, tokenizer, task, ctx.base)
+    if not distributed.is_logging_process():
+        return examples, stats
     ctx.workdir.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps({"prompt": p, "completion": s}) + "\n" for p, s in examples)
     _write_atomic(path, text)
@@ -256,6 +270,7 @@ def _evaluate(c, model, tokenizer, task) -> dict[str, float]:
         temperature=e.temperature,
         max_new_tokens=c.data.max_new_tokens,
         seed=c.seed + 2,
+        split_processes=True,
     )
     out = {k: v for k, v in res.items() if k.startswith("pass@")}
     out.update(mean_reward=res["mean_reward"], mean_response_tokens=res["mean_response_tokens"])
@@ -270,6 +285,7 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
 
     c = ctx.config
     model, _ = load_pretrained(ctx.init_dir)
+    mesh = spread(model)
     tokenizer = load_model_tokenizer(ctx.init_dir)
     task = tasks.get(c.task.name, **json.loads(c.task.options or "{}"))
     io = RunIO(ctx.workdir, c, allow_config_change=ctx.allow_config_change)
@@ -278,7 +294,7 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
         steps = c.train.steps if examples else 0
         if not examples:
             log.warning("sft stage %s has no examples: its export is its start", ctx.name)
-        step, preempted = _train(ctx, io, model, tokenizer, task, examples, steps)
+        step, preempted = _train(ctx, io, model, tokenizer, task, examples, steps, mesh)
         if preempted:
             return {"preempted": True, "step": step}
         final = _evaluate(c, model, tokenizer, task)
@@ -289,8 +305,10 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
         io.close()
 
 
-def _train(ctx, io, model, tokenizer, task, examples, steps) -> tuple[int, bool]:
+def _train(ctx, io, model, tokenizer, task, examples, steps, mesh) -> tuple[int, bool]:
     """The SFT loop from the last checkpoint; leaves the trained params in `model`.
+
+    With a `mesh` (multi-process) the state is sharded on it and each batch replicated.
 
     Returns:
       (the last step trained, whether a signal stopped it there).
@@ -305,6 +323,8 @@ def _train(ctx, io, model, tokenizer, task, examples, steps) -> tuple[int, bool]
     state = sft.TrainState(
         jax.tree.map(jnp.copy, params), optimizer.init(params), jnp.zeros((), jnp.int32)
     )
+    if mesh is not None:
+        state = sharding.shard_state(state, mesh, SPREAD_RULES)
     position = _Position()
     state, start = io.restore(state, position)
     if not steps:
@@ -316,6 +336,8 @@ def _train(ctx, io, model, tokenizer, task, examples, steps) -> tuple[int, bool]
     with io.preemption() as guard:
         for i in range(start, steps):
             batch = sft.pad_batch([encoded[j] for j in order[i]], length, pad)
+            if mesh is not None:
+                batch = jax.device_put(batch, sharding.replicated(mesh))
             state, metrics = step_fn(state, rest, batch)
             m = {k: float(v) for k, v in jax.device_get(metrics).items()}
             if not math.isfinite(m["loss"]):
@@ -331,9 +353,10 @@ def _train(ctx, io, model, tokenizer, task, examples, steps) -> tuple[int, bool]
             if c.eval.every and step % c.eval.every == 0 and step < steps:
                 nnx.update(model, jax.tree.map(jnp.copy, state.params))
                 io.log_eval(step, _evaluate(c, model, tokenizer, task))
-            if step % c.checkpoint.every == 0 or step == steps or guard.requested:
+            stop = distributed.agree(guard.requested)  # a signal may reach only some hosts
+            if step % c.checkpoint.every == 0 or step == steps or stop:
                 io.save(step, state, position, m)
-            if guard.requested:
+            if stop:
                 return step, True
     nnx.update(model, state.params)
     return steps, False

@@ -150,7 +150,13 @@ class PlateauSwitch:
         return [float(r[self.metric]) for r in rows]
 
     def __call__(self) -> bool:
-        return opd_plateaued(self.scores(), delta=self.delta, patience=self.patience)
+        """Process 0 reads its metrics file and decides; every process gets its answer."""
+        from rlvr_jax import distributed
+
+        mine = distributed.is_logging_process() and opd_plateaued(
+            self.scores(), delta=self.delta, patience=self.patience
+        )
+        return distributed.allgather_objects(mine)[0]
 
 
 def rl_defaults() -> ml_collections.ConfigDict:
@@ -261,6 +267,32 @@ def run_trainer(ctx: StageContext) -> dict[str, Any]:
     return result
 
 
+SPREAD_RULES = "fsdp"  # the sharding rules of `spread` (a preset of rlvr_jax.sharding)
+
+
+def spread(model):
+    """In a multi-process run, shards `model` over every device of every process (fsdp).
+
+    The SFT stage and the evaluation (which are not RL configs with a
+    `mesh` of their own) run on this mesh, so the sampler and the updates are
+    SPMD programs over all hosts. A single-process run leaves the model as loaded.
+
+    Returns:
+      The mesh (None in a single-process run).
+    """
+    import jax
+
+    if jax.process_count() == 1:
+        return None
+    from flax import nnx
+
+    from rlvr_jax import sharding
+
+    mesh = sharding.make_mesh((1, -1, 1), jax.devices())
+    nnx.update(model, sharding.shard_state(nnx.state(model), mesh, SPREAD_RULES))
+    return mesh
+
+
 # --------------------------------------------------------------------- merge kind
 def merge_defaults() -> ml_collections.ConfigDict:
     from rlvr_jax.pipeline.merge import MERGES
@@ -308,18 +340,22 @@ def check_merge(run, *, where: str, earlier) -> None:
 
 
 def run_merge(ctx: StageContext) -> dict[str, Any]:
+    from rlvr_jax import distributed
     from rlvr_jax.pipeline.merge import merge_checkpoints
 
     c = ctx.config
     specs = _names(c.specialists)
-    ctx.workdir.mkdir(parents=True, exist_ok=True)
-    (ctx.workdir / "config.json").write_text(c.to_json(indent=2, sort_keys=True))
     lambdas = merge_lambdas(c)
+    # Every process computes the same merge on the host; process 0 writes it.
+    write = distributed.is_logging_process()
+    if write:
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        (ctx.workdir / "config.json").write_text(c.to_json(indent=2, sort_keys=True))
     merge_checkpoints(
         ctx.init_dir,
         [ctx.exports[s] for s in specs],
         lambdas,
-        ctx.export_dir,
+        ctx.export_dir if write else None,
         method=c.method,
         hparams=c[c.method].to_dict(),
     )

@@ -248,6 +248,13 @@ class Trainer:
         )
         return ROLLOUTS.get(c.rollout.name).fn(ctx, **c.rollout[c.rollout.name].to_dict())
 
+    def trimmed(self, groups: Groups, multiple: int = _LENGTH_MULTIPLE) -> Groups:
+        """`groups` trimmed to the columns any process uses (a collective): one width on
+        every process, as the update is one program over all hosts' rows."""
+        span = groups.used_span() or (0, groups.tokens.shape[1])
+        lo, hi = distributed.max_over_processes(np.array([-span[0], span[1]]))
+        return groups.trim(multiple, span=(-int(lo), int(hi)))
+
     def score(self, groups: Groups, fields: dict[str, np.ndarray], step: int) -> Batch:
         """The score stage: the batch of `groups` with log-probs, signals, shaped rewards, values.
 
@@ -256,10 +263,7 @@ class Trainer:
           step: the RL step (0-based).
         """
         c = self.c
-        # One width on every process: the update is one program over all hosts' rows.
-        span = groups.used_span() or (0, groups.tokens.shape[1])
-        lo, hi = distributed.max_over_processes(np.array([-span[0], span[1]]))
-        g = groups.trim(_LENGTH_MULTIPLE, span=(-int(lo), int(hi)))
+        g = self.trimmed(groups)
         mask = g.response_mask & g.valid[:, None]
         if c.reward.mask_truncated:
             mask &= g.stopped[:, None]

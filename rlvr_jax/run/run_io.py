@@ -122,6 +122,25 @@ def _write_atomic(path: epath.Path, write) -> None:
     tmp.replace(path)
 
 
+def lock_on_chief(path, what: str) -> FileLock | None:
+    """Process 0 takes the lock `path` (for `what`); every process raises if it could not.
+
+    Returns:
+      The held lock on process 0 (release it when done), None on the others.
+    """
+    lock, error = None, None
+    if distributed.is_logging_process():
+        as_path(path).parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(path, what=what)
+        try:
+            lock.acquire()
+        except HeldError as err:
+            lock, error = None, err
+    if distributed.agree(error is not None):
+        raise error or HeldError(f"process 0 could not lock {path}")
+    return lock
+
+
 def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in d.items():
@@ -204,18 +223,7 @@ class RunIO:
             raise
 
     def _acquire_lock(self) -> FileLock | None:
-        """Process 0 locks the workdir; every process raises if it could not."""
-        lock, error = None, None
-        if self.chief:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(self.paths.lock, what=f"run directory {self.workdir}")
-            try:
-                lock.acquire()
-            except HeldError as err:
-                lock, error = None, err
-        if distributed.agree(error is not None):
-            raise error or HeldError(f"process 0 could not lock {self.paths.lock}")
-        return lock
+        return lock_on_chief(self.paths.lock, f"run directory {self.workdir}")
 
     def _release_lock(self) -> None:
         if self._lock is not None:
@@ -406,6 +414,14 @@ class RunIO:
     def finish(self, model, tokenizer) -> None:
         """Exports the final policy (if given) and writes results.md / curves.png."""
         self.ckpt.wait()
+        import jax
+
+        if model is not None and jax.process_count() > 1:
+            from flax import nnx
+
+            # Every process gathers the sharded weights (a collective); process 0 writes them.
+            graphdef, state = nnx.split(model)
+            model = nnx.merge(graphdef, distributed.to_host(state))
         if not self.chief:
             return
         if model is not None:
