@@ -3,8 +3,8 @@
   taskset -c 0 python scripts/bench_components.py [--size 3m|30m] [--rows 16]
       [--length 256] [--blocks 256,64] [--parts attention,mlp]
 
-Times forward + backward (gradients of a fixed random projection of the output with
-respect to every input and weight) of each part of the bench model's train step, on
+Times forward + backward (the outputs, and the gradients of a fixed random projection
+of them in every input and weight) of each part of the bench model's train step, on
 the same f32 shapes in both frameworks, and prints CPU ms (median of `--repeats`
 after two warm-ups) and our speed relative to PyTorch's (torch ms / ours). The torch
 side is transformers' Qwen3 code written out in torch ops (one thread). Per layer:
@@ -71,12 +71,15 @@ def _cpu_ms(fn, repeats: int) -> float:
 
 
 def _grad_step(f, diff, const):
-    """A blocking callable: jitted jax.grad of f(diff, const) in `diff`.
+    """A blocking callable: jitted jax.grad of f(diff, const) -> (scalar, outputs) in `diff`.
 
-    Every array is an argument: closed-over arrays would be compile-time constants, and
-    XLA could fold a gradient that depends on constants only (RoPE's, the embedding's).
+    The outputs are returned too, so XLA computes them as in the model, where the next
+    part reads them (a gradient of sum(y * cot) alone would not need y: the forward's
+    last matmul would be dropped). Every array is an argument: closed-over arrays would
+    be compile-time constants, and XLA could fold a gradient that depends on constants
+    only (RoPE's, the embedding's).
     """
-    step = jax.jit(jax.grad(f))
+    step = jax.jit(jax.grad(f, has_aux=True))
     return lambda: jax.block_until_ready(step(diff, const))
 
 
@@ -85,7 +88,8 @@ def _module_step(module, x, const, call=lambda m, x, c: m(x)):
     graphdef, params = nnx.split(module)
 
     def f(diff, c):
-        return jnp.sum(call(nnx.merge(graphdef, diff[0]), diff[1], c) * c["cot"])
+        y = call(nnx.merge(graphdef, diff[0]), diff[1], c)
+        return jnp.sum(y * c["cot"]), y
 
     return _grad_step(f, (params, x), const)
 
@@ -110,7 +114,7 @@ def jax_parts(cfg, rows, length, blocks, rng):
         params, x, a = diff
         q_proj, k_proj, v_proj, o_proj = nnx.merge(proj_graph, params)
         outs = (*fused_linear(x, (q_proj, k_proj, v_proj)), o_proj(a))
-        return sum(jnp.sum(y * c) for y, c in zip(outs, cots, strict=True))
+        return sum(jnp.sum(y * c) for y, c in zip(outs, cots, strict=True)), outs
 
     norm_kw = dict(eps=cfg.rms_norm_eps, param_dtype=jnp.float32, dtype=jnp.float32)
     norm_graph, norm_params = _params(*(RMSNorm(s, **norm_kw) for s in (d, d, h, h)))
@@ -119,15 +123,15 @@ def jax_parts(cfg, rows, length, blocks, rng):
 
     def norms(diff, cots):  # input and post-attention norms over D, q and k norms per head
         params, *xs = diff
-        outs = (norm(x) for norm, x in zip(nnx.merge(norm_graph, params), xs, strict=True))
-        return sum(jnp.sum(y * c) for y, c in zip(outs, cots, strict=True))
+        outs = [norm(x) for norm, x in zip(nnx.merge(norm_graph, params), xs, strict=True)]
+        return sum(jnp.sum(y * c) for y, c in zip(outs, cots, strict=True)), outs
 
     positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
     cos, sin = rope_cos_sin(positions, jnp.asarray(rope_inv_freq(cfg)))
 
     def rope(diff, c):
-        outs = (apply_rope(x, c["cos"], c["sin"]) for x in diff)
-        return sum(jnp.sum(y * cot) for y, cot in zip(outs, c["cots"], strict=True))
+        outs = [apply_rope(x, c["cos"], c["sin"]) for x in diff]
+        return sum(jnp.sum(y * cot) for y, cot in zip(outs, c["cots"], strict=True)), outs
 
     kk = jnp.asarray(rng.standard_normal((b, k, h, t)), jnp.float32)
     vv = jnp.asarray(rng.standard_normal((b, k, t, h)), jnp.float32)
@@ -136,7 +140,7 @@ def jax_parts(cfg, rows, length, blocks, rng):
     def attn_step(impl, block=512):
         def f(diff, c):
             out = attention(*diff, c["valid"], impl=impl, block=block)
-            return jnp.sum(out * c["cot"])
+            return jnp.sum(out * c["cot"]), out
 
         return _grad_step(f, (q4, kk, vv), dict(valid=valid, cot=cots4[2]))
 
@@ -151,14 +155,16 @@ def jax_parts(cfg, rows, length, blocks, rng):
     tokens = jnp.asarray(rng.integers(0, v, (b, t)), jnp.int32)
 
     def embedding(table, c):
-        return jnp.sum(jnp.take(table, c["tokens"], axis=0) * c["cot"])
+        x = jnp.take(table, c["tokens"], axis=0)
+        return jnp.sum(x * c["cot"]), x
 
     w = jnp.asarray(rng.standard_normal((d, v)) * 0.02, jnp.float32)
 
     def loss(diff, tokens):
         x, w = diff
         logp = jax.nn.log_softmax(jnp.dot(x, w), axis=-1)
-        return -jnp.mean(jnp.take_along_axis(logp, tokens[..., None], axis=-1))
+        loss = -jnp.mean(jnp.take_along_axis(logp, tokens[..., None], axis=-1))
+        return loss, loss
 
     _, params, _ = nnx.split(init_model(cfg, seed=0), nnx.Param, ...)
     opt = build_optimizer(LR, 1000, b2=0.999, clip_norm=1.0)
