@@ -32,6 +32,9 @@ Once per step:
 Last, per block, the sum of parts (layers x per-layer parts + once-per-step parts).
 
 Run on one core (`taskset -c 0`) with torch at one thread, so both use one core.
+CPU time includes system time, so page faults on XLA:CPU's fresh per-call buffers
+count: prefix `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` to see the parts without most of
+them (docs/benchmarks.md, "The whole step's parts vs PyTorch").
 """
 
 from __future__ import annotations
