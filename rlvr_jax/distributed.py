@@ -229,6 +229,14 @@ def agree(flag: bool) -> bool:
     return bool(np.asarray(flags).any())
 
 
+def everyone(flag: bool) -> bool:
+    """True on every process if `flag` is True on all of them (a collective, as `agree`).
+
+    E.g. a cache or a done-marker is used only when every host sees it.
+    """
+    return not agree(not flag)
+
+
 def sync(name: str) -> None:
     """Blocks until every process reaches the barrier `name` (no-op single-process)."""
     if jax.process_count() > 1:

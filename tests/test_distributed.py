@@ -55,6 +55,7 @@ def test_initialize_rejects_partial_or_inconsistent_settings(monkeypatch):
 def test_single_process_helpers():
     assert distributed.is_logging_process()
     assert distributed.agree(False) is False and distributed.agree(True) is True
+    assert distributed.everyone(False) is False and distributed.everyone(True) is True
     assert distributed.iterator_state_name() == "process_0-of-1.json"
     assert distributed.iterator_state_name(3, 8) == "process_3-of-8.json"
     distributed.sync("noop")  # returns at once with one process
@@ -119,6 +120,7 @@ _WORKER = textwrap.dedent(
     np.testing.assert_array_equal(whole, want)
     np.testing.assert_allclose(float(total), (want * want).sum(), rtol=1e-6)
     assert distributed.agree(pid == 1) is True and distributed.agree(False) is False
+    assert distributed.everyone(pid == 1) is False and distributed.everyone(True) is True
     # Back to this process's rows; with a jitted op in between, rows stay with their host.
     np.testing.assert_array_equal(distributed.host_rows(x), local)
     y = jax.jit(lambda a: a * 2, out_shardings=sharding.batch_sharding(mesh))(x)

@@ -111,7 +111,7 @@ def cached_evaluation(workdir, model: str, model_dir, specs: dict, e) -> dict[st
     settings = {"tasks": specs, "eval": e.to_dict(), "model_dir": str(model_dir)}
     saved = json.loads(path.read_text()) if path.is_file() else {}
     fresh = saved.get("settings") == json.loads(json.dumps(settings))
-    if not distributed.agree(not fresh):
+    if distributed.everyone(fresh):
         return saved["results"]
     results = evaluate_checkpoint(model_dir, specs, e)
     if not distributed.is_logging_process():

@@ -164,7 +164,7 @@ def _run(c: ml_collections.ConfigDict, workdir: Path, allow: tuple[str, ...]) ->
         s, sdir = c.stages[name], workdir / "stages" / name
         init = init_of(c, name)
         marker = sdir / DONE_FILE
-        if not distributed.agree(not marker.is_file()):
+        if distributed.everyone(marker.is_file()):
             done[name] = json.loads(marker.read_text())
         else:
             k = stages.kind(s.kind)

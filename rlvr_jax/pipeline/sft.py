@@ -217,7 +217,7 @@ def build_examples(c, model, tokenizer, task, base) -> tuple[list[tuple[str, str
 
 def _cached_examples(ctx: StageContext, model, tokenizer, task):
     path, stats_path = ctx.workdir / DATA_FILE, ctx.workdir / STATS_FILE
-    if not distributed.agree(not stats_path.is_file()):
+    if distributed.everyone(stats_path.is_file()):
         rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         return [(r["prompt"], r["completion"]) for r in rows], json.loads(stats_path.read_text())
     examples, stats = build_examples(ctx.config, model, tokenizer, task, ctx.base)
