@@ -134,7 +134,7 @@ def check(c, where: str) -> None:
 
 
 def load_policy(c, init_dir: str):
-    """The stage's start model, placed: (model, mesh or None, sharding rules).
+    """An SFT stage's start model (or teacher), placed: (model, mesh or None, rules).
 
     Without the execution blocks: float32, sharded by `stages.spread` (multi-process
     only). With them: `model.*` dtypes and execution options, sharded on `mesh`.

@@ -190,6 +190,8 @@ def _load_teacher(c, base):
     if t.source == "warm_start":
         ws = warmstart.load_warm_start(t.domain or base.domain, t.role)
         return ws.model, ws.tokenizer
+    if execution.has_execution(c):  # the teacher runs on the stage's mesh, in its dtypes
+        return execution.load_policy(c, t.path)[0], warmstart.load_model_tokenizer(t.path)
     return load_pretrained(t.path)[0], warmstart.load_model_tokenizer(t.path)
 
 
