@@ -262,6 +262,12 @@ def test_every_paper_variant_has_a_plan_row_that_fits():
     ]  # not the header
     named = {n.strip("`| ") for row in rows for n in row[0].split(", ")}
     assert set(_files()) <= named, sorted(set(_files()) - named)
+    from rlvr_jax.pipeline.config import stage_names
+
+    for name, variant in PIPELINES.items():  # every trainable stage: `file[stage]`
+        c = _module(name).get_config(variant)
+        want = {f"{name}[{s}]" for s in stage_names(c) if c.stages[s].kind != "merge"}
+        assert want <= named, sorted(want - named)
     assert [row[0] for row in rows if row[10] != "yes"] == []
 
 
