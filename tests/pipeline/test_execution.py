@@ -1,5 +1,7 @@
 """Stage mesh and precision (`pipeline.execution`): the SFT blocks shard, one call sets all."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -125,3 +127,35 @@ def test_sft_precision_fields_load_the_model_in_those_dtypes(tmp_path):
         "block",
     )
     assert nnx.state(model, nnx.Param)["embed_tokens"][...].dtype == jnp.bfloat16
+
+
+@pytest.mark.slow
+def test_sft_stage_on_a_mesh_equals_the_stage_without_one(tmp_path):
+    """The SFT stage itself (pipeline runner, 4 steps of the pulse): on a (1, 4, 1) mesh
+    with its rows split, the export equals the one-device export to float rounding."""
+    from rlvr_jax.models import load_pretrained
+    from rlvr_jax.pipeline.config import apply_pulse
+    from rlvr_jax.pipeline.merge import model_tensors
+    from rlvr_jax.pipeline.run import run
+
+    def pipeline(mesh):
+        c = pipeline_config()
+        s = add_stage(c, "sft", "sft")
+        apply_pulse(c)
+        s.run.train.steps = 4
+        c.eval.enabled = False
+        if mesh:
+            execution.apply(c, mesh_shape=mesh)
+        return c
+
+    exports = {}
+    for label, mesh in (("one", None), ("four", (1, 4, 1))):
+        out = run(pipeline(mesh), tmp_path / label)
+        assert out["stages"]["sft"]["steps"] == 4
+        stage = tmp_path / label / "stages" / "sft"
+        written = json.loads((stage / "config.json").read_text())
+        assert written.get("mesh", {}).get("shape") == (list(mesh) if mesh else None)
+        export = stage / "export"
+        exports[label] = model_tensors(load_pretrained(export)[0])
+    for name, want in exports["one"].items():
+        np.testing.assert_allclose(exports["four"][name], want, rtol=1e-4, atol=1e-6)
