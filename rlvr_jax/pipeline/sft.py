@@ -18,13 +18,13 @@ Mesh and precision (`pipeline.execution`): an SFT run config made by
 RL config's `mesh` and `model` execution fields: the model is loaded in those
 dtypes, sharded on `mesh`, and each batch's rows are split over data x fsdp.
 
-Multi-process: sampling for the data splits the
-problems over processes and gathers the verified samples
-(`distributed.my_shard` / `gather_shards`), so every process builds the same
-examples; process 0 writes the cache. Every process builds each step's whole
-batch (a function of (seed, step)) and feeds it replicated, so the run equals
-the one-process run of the same config up to float rounding; the in-stage
-evaluations split their problems like the pipeline's.
+Multi-process: sampling for the data splits the problems over processes and
+gathers the verified samples (`distributed.my_shard` / `gather_shards`), so
+every process builds the same examples; process 0 writes the cache. Every
+process builds each step's whole batch (a function of (seed, step)) and places
+it as above (replicated, or its rows split), so the run equals the one-process
+run of the same config up to float rounding; the in-stage evaluations split
+their problems like the pipeline's.
 
 Training reuses `rlvr_jax.train.sft` (masked next-token loss, AdamW with
 warm-up and cosine decay); the batch of step i is a function of (seed, i), so
