@@ -243,6 +243,27 @@ def _compile_train(config, optimizer, spec, mesh, rules, rows, length, topk=16):
     return update.jitted(state, rest, None).lower(*args).compile()
 
 
+def _compile_sft(config, optimizer, mesh, rules, rows, length):
+    """The SFT stage's step (`train.sft.make_train_step`) on one [rows, T] batch, row-split."""
+    from rlvr_jax.train import sft
+
+    model = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    state = sft.TrainState(
+        params, jax.eval_shape(optimizer.init, params), jax.ShapeDtypeStruct((), jnp.int32)
+    )
+    state_sh = sharding.tree_shardings(state, mesh, rules, strict=False)  # as shard_state
+    rest_sh = sharding.tree_shardings(rest, mesh, rules, strict=False)
+    row = sharding.batch_sharding(mesh)
+    bxt = lambda dt: jax.ShapeDtypeStruct((rows, length), dt, sharding=row)  # noqa: E731
+    batch = dict(
+        tokens_BxT=bxt(jnp.int32), attention_mask_BxT=bxt(jnp.bool_), loss_mask_BxT=bxt(jnp.bool_)
+    )
+    step = sft.make_train_step(graphdef, optimizer, mesh=mesh, rules=rules)
+    args = (_with_shardings(state, state_sh), _with_shardings(rest, rest_sh), batch)
+    return step.lower(*args).compile()
+
+
 def _compile_sample(config, mesh, rules, rows, prompt_len, max_new_tokens, cache_dtype):
     model = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
     sampler = Sampler(model, mesh=mesh, rules=rules, max_length=prompt_len + max_new_tokens)
@@ -366,6 +387,91 @@ def memory_plan(
         work_bytes=sample_rows
         // shards
         * float(work_bytes_per_row(config, prompt_len, max_new_tokens)),
+    )
+
+
+def sft_memory_plan(
+    config: ModelConfig,
+    mesh: jax.sharding.Mesh,
+    rules: str,
+    *,
+    optimizer: optax.GradientTransformation,
+    rows: int,
+    length: int,
+    layers: tuple[int, int] | None = (2, 4),
+) -> Plan:
+    """`memory_plan` of an SFT step: the train program only (no sampler: its fields are 0).
+
+    Args:
+      config, mesh, rules, optimizer, layers: as in `memory_plan`.
+      rows: examples per step (the whole batch is one program: no micro-batches).
+      length: T, the padded example length.
+    Returns:
+      A Plan whose sample program, KV cache and sampler rows are zero.
+    """
+    shards = sharding.batch_shards(mesh)
+    if rows % shards:
+        raise ValueError(f"rows={rows} does not split over the mesh's {shards} batch shards")
+    full = config.num_layers
+    depths = (full,) if layers is None or layers[1] >= full else tuple(layers)
+
+    def program(depth):
+        cfg = config.replace(num_layers=depth)
+        return Memory.of(_compile_sft(cfg, optimizer, mesh, rules, rows, length))
+
+    measured = [program(d) for d in depths]
+    train = measured[0] if len(depths) == 1 else measured[0].extrapolate(measured[1], depths, full)
+    _, state, _, state_sh = _abstract_state(config, optimizer, mesh, rules)
+    return Plan(
+        model=config,
+        mesh_shape=tuple(mesh.shape[a] for a in sharding.AXES),
+        rules=rules if isinstance(rules, str) else "custom",
+        train_rows=rows,
+        train_length=length,
+        sample_rows=0,
+        sample_calls=0,
+        prompt_len=0,
+        max_new_tokens=0,
+        compiled_layers=depths,
+        train=train,
+        sample=Memory(0.0, 0.0, 0.0, 0.0, 0.0),
+        params_bytes=_tree_bytes(state.params, state_sh.params),
+        opt_state_bytes=_tree_bytes(state.opt_state, state_sh.opt_state),
+        kv_cache_bytes=0.0,
+        work_bytes=0.0,
+    )
+
+
+def sft_plan_from_config(
+    run, base, *, prompt_len: int = 1024, layers: tuple[int, int] | None = (2, 4)
+) -> Plan:
+    """`sft_memory_plan` for a pipeline's SFT stage with the execution blocks.
+
+    Args:
+      run: the SFT stage's run config (`pipeline.execution.add_execution`: mesh, model).
+      base: the pipeline config (its `model` names the architecture, `policy_config`).
+      prompt_len: P; the examples are planned at T = P + `data.max_new_tokens`.
+      layers: as in `memory_plan`.
+    """
+    from rlvr_jax.pipeline.execution import EXECUTION_FIELDS, has_execution
+    from rlvr_jax.train import sft
+
+    if not has_execution(run):
+        raise ValueError("the SFT stage has no mesh / model blocks (pipeline.execution)")
+    cfg = policy_config(base).replace(**{k: run.model[k] for k in EXECUTION_FIELDS})
+    optimizer = sft.make_optimizer(
+        run.train.lr, run.train.steps, end_lr_fraction=run.train.end_lr_fraction
+    )
+    shape = tuple(run.mesh.shape)
+    devices = jax.devices() if -1 in shape else jax.devices()[: math.prod(shape)]
+    return sft_memory_plan(
+        cfg,
+        sharding.make_mesh(shape, devices),
+        run.mesh.rules,
+        optimizer=optimizer,
+        rows=run.train.batch_size,
+        length=prompt_len + run.data.max_new_tokens,
+        layers=layers,
     )
 
 

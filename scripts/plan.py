@@ -3,6 +3,7 @@
   python scripts/plan.py --config experiments/paper_scale/qwen3_8b_grpo.py --mesh 1,64,1 \
       [--rules fsdp] [--devices 64] [--param-dtype bfloat16 --dtype bfloat16] [--full] \
       [--json out.json]
+  python scripts/plan.py --config experiments/dpo/dpo.py:staged,paper --stage sft
   python scripts/plan.py --all-paper [--doc docs/tpu_pods.md] > all_paper.log
   python scripts/plan.py --table-from all_paper.log   # rewrite the table from a log
 
@@ -17,9 +18,18 @@ optimizer; `plan_key`) share one plan, compiled for the first of them in its own
 process (the fake device count is fixed when JAX starts); the table (per-chip GiB
 against a v5p chip, headroom, fits or what would make it fit) replaces the block
 between the PAPER_BEGIN/PAPER_END markers of `--doc`.
+
+A pipeline config (rlvr_jax.pipeline) is planned stage by stage (`--stage`; in
+`--all-paper` every trainable stage of the file's variant with all its stages
+(PIPELINE_VARIANTS, else "paper"), named `file[stage]`): an rl / opd stage as an RL
+config; a dpo stage as the RL train step on its update's rows (2 per pair, every pair
+of a step in one program) and its sampler; an SFT stage's train step alone
+(`plan.sft_plan_from_config`: its data sampling is not planned), whose sampler columns
+read "-". A merge stage runs on the host and has no plan.
 """
 
 import argparse
+import copy
 import importlib.util
 import json
 import math
@@ -34,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAPER_BEGIN, PAPER_END = "<!-- plan.py --all-paper: begin -->", "<!-- plan.py --all-paper: end -->"
 V5P_GIB = 95e9 / (1 << 30)  # HBM of a v5p chip
 MARGIN = 0.10  # "fits": both programs leave at least this share of the HBM free
+# Pipeline files whose :paper variant lacks some of their stages: the variant that has all.
+PIPELINE_VARIANTS = {"seq_opd_rl/pipeline": "all,paper", "dpo/dpo": "staged,paper"}
 
 
 def load_config(spec: str):
@@ -48,6 +60,7 @@ def load_config(spec: str):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default="", help="experiment file, optionally file.py:variant")
+    p.add_argument("--stage", default="", help="a pipeline config's stage to plan")
     p.add_argument("--mesh", default="", help="data,fsdp,tensor (default: config.mesh.shape)")
     p.add_argument("--rules", default="", help="sharding preset (default: config.mesh.rules)")
     p.add_argument("--devices", type=int, default=0, help="fake devices (default: the mesh's)")
@@ -76,7 +89,8 @@ def main():
     if not args.config:
         p.error("--config is required (or --all-paper)")
 
-    config = load_config(args.config)
+    base = load_config(args.config)
+    config = stage_run(base, args.stage)
     shape = tuple(int(s) for s in args.mesh.split(",")) if args.mesh else tuple(config.mesh.shape)
     devices = args.devices or (math.prod(shape) if -1 not in shape else 0)
     if not devices:
@@ -91,18 +105,21 @@ def main():
 
     layers = None if args.full else tuple(int(x) for x in args.layers.split(","))
     start = time.time()
-    result = plan.plan_from_config(
-        config,
-        mesh_shape=shape,
-        rules=args.rules or None,
-        model=args.model,
-        param_dtype=args.param_dtype,
-        dtype=args.dtype,
-        prompt_len=args.prompt_len,
-        sample_rows=args.sample_rows,
-        max_new_tokens=args.max_new_tokens,
-        layers=layers,
-    )
+    if is_sft(config):
+        result = plan.sft_plan_from_config(config, base, prompt_len=args.prompt_len, layers=layers)
+    else:
+        result = plan.plan_from_config(
+            config,
+            mesh_shape=shape,
+            rules=args.rules or None,
+            model=args.model,
+            param_dtype=args.param_dtype,
+            dtype=args.dtype,
+            prompt_len=args.prompt_len,
+            sample_rows=args.sample_rows,
+            max_new_tokens=args.max_new_tokens,
+            layers=layers,
+        )
     print(result.format())
     print(f"(planned in {time.time() - start:.0f} s on {devices} fake CPU devices)")
     if args.json:
@@ -127,25 +144,83 @@ def main():
         )
 
 
+def is_sft(c) -> bool:
+    """Whether run config `c` is an SFT stage's (it samples no rollouts)."""
+    return "rollout" not in c
+
+
+def stage_run(c, stage: str):
+    """The config a plan compiles: `c` itself, or the run config of pipeline `c`'s `stage`
+    (a dpo stage's with its update's rows as the micro-batch: 2 rows per pair, all pairs
+    of a step in one program)."""
+    from rlvr_jax.pipeline.config import is_pipeline, stage_names
+
+    if not is_pipeline(c):
+        if stage:
+            raise SystemExit(f"--stage {stage}: the config is not a pipeline")
+        return c
+    names = [n for n in stage_names(c) if c.stages[n].kind != "merge"]
+    if stage not in names:
+        raise SystemExit(f"--stage {stage!r}; a pipeline config needs one of {names}")
+    s = c.stages[stage]
+    run = s.run
+    if s.kind == "dpo":
+        run = copy.deepcopy(run)
+        run.train.micro_batch_size = 2 * run.data.prompts_per_step * run.dpo.pairs_per_group
+    return run
+
+
 def paper_configs():
-    """{experiment name: its :paper config} for every file with a `paper` variant, and
-    the names of the files without one (their get_config('paper') raises ValueError)."""
+    """{experiment name: the config a plan compiles} for every file with a `paper` variant
+    (a pipeline's trainable stages as `file[stage]`), and the names of the files
+    without one (their get_config('paper') raises ValueError)."""
+    from rlvr_jax.pipeline.config import is_pipeline, stage_names
+
     found, without = {}, []
     for path in sorted(ROOT.glob("experiments/*/*.py")):
         name = f"{path.parent.name}/{path.stem}"
         if path.stem == "repro" or "def get_config" not in path.read_text():
             continue
+        variant = PIPELINE_VARIANTS.get(name, "paper")
         try:
-            found[name] = load_config(f"{path}:paper")
+            c = load_config(f"{path}:{variant}")
         except ValueError:
             without.append(name)
+            continue
+        if not is_pipeline(c):
+            found[name] = c
+            continue
+        for stage in stage_names(c):
+            if c.stages[stage].kind != "merge":
+                found[f"{name}[{stage}]"] = (stage_run(c, stage), c)
     return found, without
+
+
+def plan_args(name: str) -> list[str]:
+    """The --config (and --stage) arguments that plan `name` (a file or `file[stage]`)."""
+    file, _, stage = name.rstrip("]").partition("[")
+    spec = ["--config", f"experiments/{file}.py:{PIPELINE_VARIANTS.get(file, 'paper')}"]
+    return spec + (["--stage", stage] if stage else [])
 
 
 def plan_key(c) -> str:
     """What the planned programs depend on: variants with equal keys share a plan."""
     from rlvr_jax import plan
 
+    if isinstance(c, tuple):  # a pipeline stage: (its run config, the pipeline)
+        run, base = c
+        if not is_sft(run):
+            return plan_key(run)
+        return json.dumps(
+            dict(
+                sft=repr(plan.policy_config(base)),
+                execution=run.model.to_dict(),
+                mesh=[list(run.mesh.shape), run.mesh.rules],
+                rows=run.train.batch_size,
+                length=run.data.max_new_tokens,
+            ),
+            sort_keys=True,
+        )
     return json.dumps(
         dict(
             model=repr(plan.policy_config(c)),
@@ -213,6 +288,7 @@ def all_paper(args) -> None:
     groups: dict[str, list[str]] = {}
     for name, c in configs.items():
         groups.setdefault(plan_key(c), []).append(name)
+    configs = {n: c[1] if isinstance(c, tuple) else c for n, c in configs.items()}
     print(f"{len(configs)} :paper variants, {len(groups)} distinct plans; without: {without}")
     rows, total_cpu = [], 0.0
     if args.only:
@@ -223,7 +299,7 @@ def all_paper(args) -> None:
         out = Path(f"/tmp/plan_{os.getpid()}.json")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.time()
-        cmd = [sys.executable, __file__, "--config", f"experiments/{names[0]}.py:paper"]
+        cmd = [sys.executable, __file__, *plan_args(names[0])]
         cmd += ["--layers", args.layers, "--json", str(out), "--prompt-len", str(args.prompt_len)]
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -274,10 +350,15 @@ def _table(rows, total_cpu, args) -> str:
             continue
         peak = max(r["train_peak_gib"], r["sample_peak_gib"])
         shards = r["mesh"][0] * r["mesh"][1]
+        sampler = (  # an SFT stage's plan has no sampler
+            f"{r['sample_rows']} ({r['sample_calls']}) | {r['kv_cache_gib']:.1f} | "
+            f"{r['sample_peak_gib']:.1f}"
+            if r["sample_rows"]
+            else "- | - | -"
+        )
         lines.append(
             f"| {names} | {r['model']} | {r['devices']} | {r['train_length']} | "
-            f"{r['train_rows'] // shards} | {r['train_peak_gib']:.1f} | {r['sample_rows']} "
-            f"({r['sample_calls']}) | {r['kv_cache_gib']:.1f} | {r['sample_peak_gib']:.1f} | "
+            f"{r['train_rows'] // shards} | {r['train_peak_gib']:.1f} | {sampler} | "
             f"{1 - peak / V5P_GIB:.0%} | {_fit(r)} | {r['cpu_s']:.0f} |"
         )
     return "\n".join(lines) + "\n"

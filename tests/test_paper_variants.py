@@ -19,10 +19,15 @@ from rlvr_jax.rl import paper_scale, signals
 from rlvr_jax.rl.config import validate
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-# Pipeline configs (rlvr_jax.pipeline.config, stages of SFT/DPO/OPD/RL/merge) have no
-# `:paper` variant yet (the SFT stage has no mesh or precision fields); their RL-stage
-# methods do (seq_opd_rl.py, rstg.py).
-PIPELINES = {"seq_opd_rl/pipeline", "rstg/rstg_sft", "fusion/fusion", "dpo/dpo"}
+# Pipeline configs (rlvr_jax.pipeline.config, stages of SFT/DPO/OPD/RL/merge), checked
+# stage by stage (`_check_pipeline`), and the variant of each that has every stage (the
+# one scripts/plan.py plans).
+PIPELINES = {
+    "seq_opd_rl/pipeline": "all,paper",
+    "rstg/rstg_sft": "paper",
+    "fusion/fusion": "paper",
+    "dpo/dpo": "staged,paper",
+}
 # Already paper-size configs (their variants are "" and "dapo").
 PAPER_SCALE = {"paper_scale/qwen3_8b_grpo", "paper_scale/qwen3_4b_grpo"}
 # `:paper` variants that plan but cannot run as they stand, and why (also in their docstring).
@@ -40,7 +45,7 @@ def _files():
         for p in EXPERIMENTS.glob("*/*.py")
         if p.stem != "repro" and "def get_config" in p.read_text()
     )
-    return [n for n in names if n not in PIPELINES | PAPER_SCALE]
+    return [n for n in names if n not in set(PIPELINES) | PAPER_SCALE]
 
 
 def _module(name):
@@ -62,7 +67,7 @@ def offline(monkeypatch):
 def test_every_method_file_is_covered():
     files = _files()
     assert len(files) >= 45 and "gar/gar" in files and "baselines/dapo" in files
-    for name in PIPELINES | PAPER_SCALE | set(NOT_RUNNABLE):
+    for name in set(PIPELINES) | PAPER_SCALE | set(NOT_RUNNABLE):
         assert (EXPERIMENTS / f"{name}.py").is_file(), name
 
 
@@ -92,6 +97,74 @@ def _check(name, c):
             assert t.source == "hint" or t.path.startswith("/path/to/")
     if name not in NOT_RUNNABLE:
         assert not ("first_mistake" in used and c.score.first_mistake.locator == "judge")
+
+
+def _check_pipeline(name, c):
+    """A pipeline's `:paper`: a paper-size base, every trainable stage on the paper mesh."""
+    from rlvr_jax.pipeline import execution
+    from rlvr_jax.pipeline.config import stage_names
+    from rlvr_jax.pipeline.config import validate as validate_pipeline
+
+    validate_pipeline(c)
+    assert c.is_locked and c.model.source == "pretrained", name
+    preset = presets.preset_for_path(c.model.path)
+    assert preset is not None and not Path(c.model.path).exists(), (name, c.model.path)
+    chips = paper_scale.chips_for(preset)
+    kinds = set()
+    for stage in stage_names(c):
+        s = c.stages[stage]
+        kinds.add(s.kind)
+        if s.kind == "merge":
+            continue
+        run = s.run
+        if s.kind == "sft":
+            assert execution.has_execution(run), (name, stage)
+            assert run.train.batch_size % (run.mesh.shape[0] * run.mesh.shape[1]) == 0
+            t = run.data.teacher
+            assert run.data.source != "teacher" or t.source == "pretrained", (name, stage)
+        else:
+            _check(f"{name}[{stage}]", run)  # an RL config at paper scale
+            assert presets.preset_for_path(run.model.path) == preset
+        assert math.prod(run.mesh.shape) == chips, (name, stage, run.mesh.shape)
+        assert (run.model.param_dtype, run.model.dtype) == ("float32", "bfloat16")
+        assert run.model.scan_layers and run.model.remat == "block"
+    assert (
+        c.eval.max_new_tokens + paper_scale.PROMPT_LEN
+        <= presets.preset(preset).max_position_embeddings
+    )
+    return kinds
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_pipeline_paper_variant_validates_at_paper_scale(name, offline):
+    module = _module(name)
+    kinds = _check_pipeline(name, module.get_config("paper"))
+    kinds |= _check_pipeline(name, module.get_config(PIPELINES[name]))
+    assert "sft" in kinds or name == "dpo/dpo", name  # every file's SFT stage is covered
+    for arm in getattr(module, "ARMS", ()):  # composes with the file's arms
+        _check_pipeline(name, module.get_config(f"{arm},paper"))
+    smaller = module.get_config(PIPELINES[name].replace("paper", "").strip(","))
+    assert smaller.to_dict() != module.get_config(PIPELINES[name]).to_dict()
+
+
+def test_pipeline_paper_models():
+    def get(name, variant="paper"):
+        return _module(name).get_config(variant)
+
+    assert presets.preset_for_path(get("dpo/dpo").model.path) == "qwen2.5-3b"
+    staged = get("dpo/dpo", "staged,paper")
+    assert staged.stages.sft.run.data.teacher.path == "/path/to/Qwen2.5-32B"
+    assert staged.stages.dpo.run.data.prompts_per_step == 32  # 2 rows per chip
+    seq = get("seq_opd_rl/pipeline", "sequential,paper")
+    assert seq.stages.opd.run.score.teacher.path == "/path/to/Qwen3-32B"
+    assert seq.stages.opd.run.eval.split == "validation" and seq.stages.opd.switch.patience == 2
+    assert (seq.stages.opd.run.train.steps, seq.stages.rl.run.train.steps) == (200, 300)
+    rstg = get("rstg/rstg_sft")
+    assert rstg.stages.rstg_1.run.credit.transforms == "rstg"
+    assert rstg.stages.sft_1.run.data.teacher.path == "/path/to/Qwen3-32B"
+    fusion = get("fusion/fusion")
+    assert fusion.stages.rl_countdown.run.task.name == "countdown"  # the domains stay
+    assert fusion.stages.merge_avg.run.lambdas == "0.5,0.5"
 
 
 @pytest.mark.parametrize("name", _files())
@@ -159,9 +232,14 @@ def test_which_paper_variants_a_multi_host_slice_refuses(monkeypatch):
     from rlvr_jax.rl import trainer as trainer_lib
 
     monkeypatch.setattr(trainer_lib.distributed, "check_rows_split", lambda mesh: None)
+    from rlvr_jax.pipeline.execution import TRAINER_KINDS
+
+    runs = [(name, _module(name).get_config("paper")) for name in _files()]
+    for name, variant in PIPELINES.items():  # every RL-kind stage of every pipeline
+        c = _module(name).get_config(variant)
+        runs += [(name, s.run) for s in c.stages.values() if s.kind in TRAINER_KINDS]
     refused = set()
-    for name in _files():
-        c = _module(name).get_config("paper")
+    for name, c in runs:
         hosts = math.prod(c.mesh.shape) // V5P_CHIPS_PER_HOST
         assert hosts > 1, name  # every :paper slice is multi-host
         monkeypatch.setattr(trainer_lib.jax, "process_count", lambda hosts=hosts: hosts)
@@ -184,4 +262,20 @@ def test_every_paper_variant_has_a_plan_row_that_fits():
     ]  # not the header
     named = {n.strip("`| ") for row in rows for n in row[0].split(", ")}
     assert set(_files()) <= named, sorted(set(_files()) - named)
+    from rlvr_jax.pipeline.config import stage_names
+
+    for name, variant in PIPELINES.items():  # every trainable stage: `file[stage]`
+        c = _module(name).get_config(variant)
+        want = {f"{name}[{s}]" for s in stage_names(c) if c.stages[s].kind != "merge"}
+        assert want <= named, sorted(want - named)
     assert [row[0] for row in rows if row[10] != "yes"] == []
+
+
+def test_pipeline_sft_teacher_without_a_checkpoint_is_refused():
+    from rlvr_jax.pipeline import paper
+    from rlvr_jax.pipeline.config import add_stage, pipeline_config
+
+    c = pipeline_config()
+    add_stage(c, "sft", "sft").run.data.source = "teacher"  # the warm-start teacher
+    with pytest.raises(ValueError, match="teacher checkpoint"):
+        paper.apply(c, "qwen3-8b")

@@ -184,3 +184,23 @@ def test_plan_of_a_top_k_distillation_loss_holds_its_teacher_inputs():
     # one row per device: 32 tokens x 16 (f32 log-probs + int32 ids) + one bool verdict
     extra = topk.train.argument - base.train.argument
     assert 32 * 16 * 8 <= extra <= 32 * 16 * 8 + 64
+
+
+@pytest.mark.slow
+def test_sft_stage_plan_is_its_train_step_sharded_on_the_stage_mesh():
+    from rlvr_jax.pipeline import execution
+    from rlvr_jax.pipeline.config import add_stage, pipeline_config
+
+    c = pipeline_config()
+    c.model.source = "random"  # plan.policy_config: the tiny test model
+    run = execution.add_execution(add_stage(c, "sft", "sft").run)
+    run.train.batch_size, run.data.max_new_tokens = 8, 16
+    plans = {}
+    for shape in ((1, 1, 1), (1, 8, 1)):
+        run.mesh.shape = shape
+        plans[shape] = plan.sft_plan_from_config(run, c, prompt_len=16, layers=None)
+    one, eight = plans[(1, 1, 1)], plans[(1, 8, 1)]
+    assert (eight.train_rows, eight.train_length, eight.sample_rows) == (8, 32, 0)
+    assert eight.sample.peak == 0 and eight.kv_cache_bytes == 0
+    assert eight.params_bytes < one.params_bytes / 4  # fsdp splits the matrices 8 ways
+    assert 0 < eight.train.argument < one.train.argument / 3  # params, mu, nu and rows

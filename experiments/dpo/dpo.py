@@ -14,6 +14,7 @@ Variants:
   "cpu"        one DPO stage on the warm-start arithmetic base, a small batch
                (the measured run); "staged,cpu" the staged pipeline at that scale
   "pulse"      CI: a tiny random model, 2 steps ("staged,pulse" too)
+  "paper"      below ("staged,paper" too)
 
 Paper-fixed (DPO): the loss −log σ(β·[(ℓ_θ − ℓ_ref)(y_w) − (ℓ_θ − ℓ_ref)(y_l)]) with
 sequence log-probs, β, the frozen reference.
@@ -31,11 +32,32 @@ evaluations). Held-out test split, 64 problems x 16 samples at T = 1: pass@1 43.
 (0.505 first four steps, 0.489 last four) and `dpo_margin` ~0: pairs are drawn from the
 current policy, so the margin is measured on responses the update has not seen yet.
 One seed, no baseline arm: not a comparison.
+
+Paper scale (`:paper`, `:staged,paper`; rlvr_jax/pipeline/paper.py): Qwen2.5-3B on
+Countdown (paper: "Locked at the Entrance"'s model and task, as experiments/ebl/ebl.py;
+placeholder path, override via --config.model.path), every stage on the shared paper
+block's mesh and precision (rl/paper_scale.py). The DPO update has no micro-batches, so
+a step is one pair from each of 32 prompts (2 rows per chip; ours); the staged SFT
+samples Qwen2.5-32B (ours: a larger model of the family; override via
+--config.stages.sft.run.data.teacher.path). Budgets (ours): DPO 200, SFT 200, RL 300.
+Not run.
 """
 
+import json
+
+from rlvr_jax.pipeline import paper
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 
-STEPS = {"": dict(dpo=40, sft=200, rl=20), "cpu": dict(dpo=24, sft=60, rl=16), "pulse": {}}
+STEPS = {
+    "": dict(dpo=40, sft=200, rl=20),
+    "cpu": dict(dpo=24, sft=60, rl=16),
+    "pulse": {},
+    "paper": dict(dpo=200, sft=200, rl=300),
+}
+PAPER = dict(
+    model="qwen2.5-3b",  # paper ("Locked at the Entrance"): Qwen2.5-3B(-Instruct)
+    teacher="Qwen2.5-32B",  # ours: the staged SFT's teacher, a larger model of the family
+)
 
 
 def _train_fields(run, scale: str, domain: str, steps: int) -> None:
@@ -54,7 +76,7 @@ def get_config(variant: str = ""):
     staged = "staged" in parts
     scale = next((p for p in parts if p in STEPS), "")
     if set(parts) - {"staged", *STEPS}:
-        raise ValueError(f"variant {variant!r}; want [staged][,cpu|pulse]")
+        raise ValueError(f"variant {variant!r}; want [staged][,cpu|pulse|paper]")
     n = STEPS[scale] or STEPS["cpu"]
     domain = "arithmetic" if scale == "cpu" else "countdown"
     c = pipeline_config()
@@ -77,6 +99,10 @@ def get_config(variant: str = ""):
         _train_fields(add_stage(c, "rl", "rl").run, scale, domain, n["rl"])
     c.eval.num_problems = 64
     c.eval.n_samples = 16
+    if scale == "paper":
+        paper.apply(c, **PAPER, task=None)  # Countdown, as the paper
+        countdown = {"name": domain, "options": {}}  # the task's own options, as the stages'
+        c.eval.tasks = json.dumps({domain: countdown})
     if scale == "pulse":
         apply_pulse(c)
         if staged:

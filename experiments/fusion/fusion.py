@@ -29,7 +29,14 @@ proportions; step budgets (below); MOPD's per-token reward = sampled-token OPD.
 Command:
   python -m rlvr_jax.main --config=experiments/fusion/fusion.py:cpu --workdir=runs/fusion
 Variants: "" (larger budgets), `:cpu` (the measured run), `:pulse` (CI: tiny
-random model, 2 steps per stage).
+random model, 2 steps per stage), `:paper` (below).
+
+Paper scale (`:paper`, rlvr_jax/pipeline/paper.py): Qwen3-8B (ours: the abstract names
+no model; placeholder path, override via --config.model.path), θ_0's SFT and every RL /
+MOPD stage on the shared paper block's mesh and precision (rl/paper_scale.py), on the
+two synthetic domains above (ours: the paper's domains are not in the abstract);
+budgets (ours): θ_0 1000 SFT steps, specialists 250 steps each, Mix RL and MOPD 500.
+The merges run on the host one tensor at a time (pipeline/merge.py). Not run.
 
 Measured (`:cpu`, one run, seed 0, 2026-12-03): 12.6 CPU-minutes (632 s user +
 126 s system), 1 h 12 min wall pinned to one core of this 2-core CPU shared at a
@@ -61,6 +68,7 @@ spread between runs of one config is not known yet).
 
 import json
 
+from rlvr_jax.pipeline import paper
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 from rlvr_jax.train.warmstart import TASK_OPTIONS
 
@@ -69,7 +77,9 @@ STEPS = {
     "": dict(sft=600, specialist=40, problems=128, prompts=32),
     "cpu": dict(sft=300, specialist=20, problems=64, prompts=16),
     "pulse": dict(sft=2, specialist=2, problems=4, prompts=4),
+    "paper": dict(sft=1000, specialist=250, problems=500, prompts=512),
 }
+PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
 def _task(run, name: str) -> None:
@@ -123,6 +133,8 @@ def get_config(variant: str = ""):
     )
     c.eval.num_problems = n["problems"]
     c.eval.n_samples = 8
+    if variant == "paper":
+        paper.apply(c, **PAPER, task=None)  # the two domains stay (ours)
     if variant == "pulse":
         apply_pulse(c)
         for name in c.stages:  # apply_pulse moved every stage to arithmetic

@@ -23,7 +23,7 @@ Command:
 Variants: "" (Countdown warm start and teacher), `:cpu` (arithmetic warm start and
 teacher, a small batch: the measured run), `:pulse` (CI: a tiny random model; the
 teacher is the base itself and the RL teacher the policy under the reference
-solution).
+solution), `:paper` (below).
 Measured (one run of `:cpu`, 2026-12-03, commit 6b261b5's pipeline code, `taskset -c 1`
 on one core of this 2-core AMD EPYC VM): 4 min 22 s wall, 256 CPU s. Held-out test
 split, 64 problems x 16 samples at T = 1, pass@1 (pass@16):
@@ -40,6 +40,7 @@ the SFT steps / lr are ours and untuned. One seed, no baseline arm.
 from pathlib import Path
 
 from rlvr_jax import pyfile
+from rlvr_jax.pipeline import paper
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 
 ROUNDS = 2  # R (ours)
@@ -47,12 +48,17 @@ SCALES = {
     "": dict(problems=1024, sft=60, rl=20, prompts=32),
     "cpu": dict(problems=256, sft=20, rl=8, prompts=16),
     "pulse": dict(problems=16, sft=2, rl=2, prompts=4),
+    "paper": dict(problems=4096, sft=100, rl=250, prompts=512),
 }
+
+
+def _rstg_module():
+    return pyfile.load(Path(__file__).with_name("rstg.py"), "rstg")
 
 
 def _rstg_rl(variant: str):
     """experiments/rstg/rstg.py's RL config (the RSTG credit transform and its teacher)."""
-    return pyfile.load(Path(__file__).with_name("rstg.py"), "rstg").get_config(variant)
+    return _rstg_module().get_config(variant)
 
 
 def get_config(variant: str = ""):
@@ -60,7 +66,7 @@ def get_config(variant: str = ""):
         raise ValueError(f"variant {variant!r}; valid: {sorted(SCALES)}")
     n = SCALES[variant]
     domain = "arithmetic" if variant == "cpu" else "countdown"
-    rstg = _rstg_rl("arithmetic" if variant == "cpu" else "")
+    rstg = _rstg_rl({"cpu": "arithmetic", "paper": "paper"}.get(variant, ""))
     c = pipeline_config()
     c.model.domain = domain
     for r in range(1, ROUNDS + 1):
@@ -87,6 +93,8 @@ def get_config(variant: str = ""):
         rl.run.checkpoint.every = 4
     c.eval.num_problems = 64
     c.eval.n_samples = 16
+    if variant == "paper":
+        paper.apply(c, **_rstg_module().PAPER)
     if variant == "pulse":
         apply_pulse(c)
         for r in range(1, ROUNDS + 1):

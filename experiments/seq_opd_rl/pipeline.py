@@ -19,7 +19,7 @@ Arms (`pipeline.py:<arm>` or `<arm>,<scale>`):
 Scales: "" (warm-start Countdown base and teacher), "cpu" (warm-start arithmetic
 base and teacher, a smaller batch: the measured run below), "pulse" (CI: a tiny
 random model, 2-3 steps per stage, the teacher = the policy under the reference
-solution; the switch is forced at its first chance).
+solution; the switch is forced at its first chance), "paper" (below).
 
 Paper-fixed (abstract): OPD then RL; the two joint baselines; switching on the
 OPD validation score; SFT as the cold-start comparison; pass@k curves.
@@ -40,19 +40,34 @@ not fire and OPD ran its 20-step cap; GRPO then ran 16 steps from its export. He
 test split, 64 problems x 64 samples at T = 1, pass@1: base 44.0 -> opd 59.8 -> rl 55.5
 (pass@64 100 for all three: the k = 1..64 curves in the run's passk.png differ only at
 small k). One seed; the joint and SFT arms were not run, so this is no comparison yet.
+
+Paper scale (`<arm>,paper`, rlvr_jax/pipeline/paper.py): Qwen3-8B student, Qwen3-32B
+teacher (ours, as seq_opd_rl.py: the abstract names no model; placeholder paths, override
+via --config.model.path and each stage's --config.stages.<name>.run.score.teacher.path /
+.run.data.teacher.path), every RL / OPD / SFT stage on the shared paper block's mesh and
+precision (rl/paper_scale.py); step budgets (ours): OPD cap 200 with the switch evaluated
+every 20 steps, RL 300 after OPD or SFT, one-stage arms 500, SFT 200. Not run.
+Run: `--config=<file>:sequential,paper --config.model.path=<checkpoint dir>` on the v5p
+slice the plan rows name (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
+from rlvr_jax.pipeline import paper
 from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
 
 ARMS = ("sequential", "joint_additive", "joint_rescale", "sft_rl", "opd", "rl", "all")
 ALL = ("sequential", "joint_additive", "joint_rescale", "sft_rl", "rl")  # the arms of "all"
-SCALES = ("", "cpu", "pulse")
+SCALES = ("", "cpu", "pulse", "paper")
+PAPER = dict(
+    model="qwen3-8b",  # ours: the abstract names no model (as seq_opd_rl.py)
+    teacher="Qwen3-32B",  # ours: a larger model of the student's family
+)
 # Steps per scale: the OPD stage's cap, the RL stage after OPD/SFT, the one-stage arms
 # (= the cap of OPD + RL: no arm trains more steps than another), SFT steps.
 STEPS = {
     "": dict(opd=40, rl=40, joint=80, sft=200, eval_every=5),
     "cpu": dict(opd=20, rl=16, joint=36, sft=60, eval_every=4),
     "pulse": dict(opd=3, rl=2, joint=2, sft=2, eval_every=1),
+    "paper": dict(opd=200, rl=300, joint=500, sft=200, eval_every=20),
 }
 
 
@@ -125,6 +140,8 @@ def get_config(variant: str = ""):
         _add_arm(c, a, scale)
     c.eval.num_problems = 64
     c.eval.n_samples = 64  # pass@k for k = 1..64
+    if scale == "paper":
+        paper.apply(c, **PAPER)
     if scale == "pulse":
         apply_pulse(c)
         if "opd" in c.stages:

@@ -58,7 +58,7 @@ def _read_json(path: str) -> dict:
         ) from None
 
 
-class _WeightSource:
+class WeightSource:
     """Looks tensors up across the (possibly sharded) safetensors files of a directory."""
 
     def __init__(self, path: str):
@@ -100,6 +100,9 @@ class _WeightSource:
     def get(self, name: str) -> np.ndarray:
         return self._where[name].get(name)
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(self._where[name].shape(name))
+
     def file_of(self, name: str) -> str:
         return self._where[name].path
 
@@ -140,7 +143,7 @@ def load_pretrained(
     """
     path = os.fspath(path)
     config = load_config(path, dtype=dtype, compute_dtype=compute_dtype)
-    source = _WeightSource(path)
+    source = WeightSource(path)
     abstract = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
     graphdef, state = nnx.split(abstract)
     flat = nnx.to_flat_state(state)
@@ -199,12 +202,8 @@ def save_pretrained(
       path: output directory (created if needed).
       max_shard_bytes: above this, weights are split into shards with an index.
     """
-    path = os.fspath(path)
-    os.makedirs(path, exist_ok=True)
-    hf_cfg = config.to_hf_dict()
-    flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
     specs, sources = {}, {}
-    for p, var in flat:
+    for p, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
         name, transpose = hf_name(p)
         shape = tuple(var.shape[::-1]) if transpose else tuple(var.shape)
         specs[name] = (np.dtype(var.dtype), shape)
@@ -215,6 +214,36 @@ def save_pretrained(
         arr = np.asarray(jax.device_get(var[...]))
         return arr.T if transpose else arr
 
+    save_tensors(config, specs, produce, path, max_shard_bytes=max_shard_bytes)
+
+
+def hf_specs(config: ModelConfig) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """{HF tensor name: (dtype, HF shape)} of a config's parameters, in `save_pretrained`'s
+    order; nothing is allocated."""
+    from rlvr_jax.models.transformer import abstract_model
+
+    specs = {}
+    for p, var in nnx.to_flat_state(nnx.state(abstract_model(config), nnx.Param)):
+        name, transpose = hf_name(p)
+        specs[name] = (np.dtype(var.dtype), tuple(var.shape[::-1] if transpose else var.shape))
+    return specs
+
+
+def save_tensors(
+    config: ModelConfig, specs: dict, produce, path, *, max_shard_bytes: int = 4 * 2**30
+) -> None:
+    """Writes a checkpoint tensor by tensor: `produce(name)` is called as each is written.
+
+    Args:
+      config: the ModelConfig written as config.json.
+      specs: {HF tensor name: (dtype, HF shape)} in file order (`hf_specs`).
+      produce: name -> np.ndarray of that dtype and shape (HF layout).
+      path: output directory (created if needed).
+      max_shard_bytes: above this, weights are split into shards with an index.
+    """
+    path = os.fspath(path)
+    os.makedirs(path, exist_ok=True)
+    hf_cfg = config.to_hf_dict()
     shards, current, size = [], {}, 0
     for name, (dtype, shape) in specs.items():
         nbytes = int(np.prod(shape)) * dtype.itemsize

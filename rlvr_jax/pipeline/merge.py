@@ -12,9 +12,15 @@ entries are the weight matrices):
 `base` is θ_0, `specialists` a list of such dicts, `lambdas` one weight λ_d
 per specialist; hparams are the method's registered defaults (they become the
 merge stage's `config.<method>.*`). The result must have base's names, shapes
-and dtypes. `merge_checkpoints` loads the directories, merges and writes the
-result with the base's config and tokenizer. All checkpoints are held in host
-memory at once (ours; fine for the models here).
+and dtypes; every output tensor must depend only on the same-named input
+tensors (both methods here are), because `merge_checkpoints` merges one tensor
+at a time: it reads that tensor of θ_0 and of each specialist from their
+safetensors files (as float32, the dtype the merge always ran in), merges and
+writes it, so host memory holds one tensor of each model at a time, never whole
+models. For task arithmetic that is (n + 1) float32 inputs plus two float64
+buffers (the sum and one term): 28 bytes per element with n = 2, peaking on the
+largest tensor (Qwen3-8B's 151936 x 4096 embedding: ~17 GiB); ISO-Merger adds
+its SVD's work on one matrix.
 """
 
 from __future__ import annotations
@@ -26,8 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 from flax import nnx
 
-from rlvr_jax.models import load_pretrained, save_pretrained
-from rlvr_jax.models.checkpoint import hf_name
+from rlvr_jax.models import load_config
+from rlvr_jax.models.checkpoint import WeightSource, hf_name, hf_specs, save_tensors
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.registry import Registry
 
@@ -46,8 +52,11 @@ def task_arithmetic(base, specialists, lambdas):
     weights.append((1.0 - float(sum(lambdas)), base))
     out = {}
     for name, b in base.items():
-        terms = [lam * np.asarray(t[name], np.float64) for lam, t in weights if lam != 0.0]
-        out[name] = (sum(terms[1:], terms[0]) if terms else np.zeros(b.shape)).astype(b.dtype)
+        total = np.zeros(b.shape)  # float64; in place: one term buffer besides the sum
+        for i, (lam, t) in enumerate((lam, t) for lam, t in weights if lam != 0.0):
+            term = np.multiply(t[name], lam, dtype=np.float64)
+            total = term if i == 0 else np.add(total, term, out=total)
+        out[name] = total.astype(b.dtype)
     return out
 
 
@@ -73,17 +82,6 @@ def model_tensors(model: Transformer) -> dict[str, np.ndarray]:
         arr = np.asarray(var[...])
         out[name] = arr.T if transpose else arr
     return out
-
-
-def set_model_tensors(model: Transformer, tensors: dict[str, np.ndarray]) -> None:
-    """Replaces the model's parameters by `tensors` (HF names and layout), in place."""
-    flat = nnx.to_flat_state(nnx.state(model, nnx.Param))
-    leaves = []
-    for path, var in flat:
-        name, transpose = hf_name(path)
-        arr = tensors[name].T if transpose else tensors[name]
-        leaves.append(var.replace(np.asarray(arr, dtype=var.dtype)))
-    nnx.update(model, nnx.from_flat_state(list(zip(flat.paths, leaves, strict=True))))
 
 
 def merge_tensors(
@@ -120,7 +118,8 @@ def merge_tensors(
                 f"merge: specialist {i} does not match the base's tensors ({bad[:4]}): "
                 "specialists must be fine-tunes of the same architecture"
             )
-    merged = entry.fn(base, list(specialists), tuple(float(x) for x in lambdas), **(hparams or {}))
+    hparams = dict(entry.defaults) if hparams is None else hparams
+    merged = entry.fn(base, list(specialists), tuple(float(x) for x in lambdas), **hparams)
     for name, b in base.items():
         m = merged.get(name)
         if m is None or m.shape != b.shape or m.dtype != b.dtype:
@@ -137,29 +136,49 @@ def merge_checkpoints(
     method: str = "task_arithmetic",
     hparams: dict | None = None,
 ) -> None:
-    """Merges HF checkpoint directories into `out_dir` (the base's config and tokenizer).
+    """Merges HF checkpoint directories into `out_dir` (the base's config and tokenizer),
+    one tensor at a time (module docstring).
 
     Args:
       base_dir: θ_0's directory (config.json, safetensors, tokenizer file).
       specialist_dirs: the specialists' directories (same architecture).
       lambdas: one λ per specialist.
       out_dir: written under a temporary name, then renamed (replacing it); None
-        merges without writing (a multi-process run's other processes).
+        only checks that the specialists match the base (a multi-process run's
+        other processes).
       method, hparams: see `merge_tensors`.
     """
     from rlvr_jax.train.warmstart import load_model_tokenizer, save_tokenizer
 
-    model, config = load_pretrained(base_dir)
-    base = model_tensors(model)
-    specialists = [model_tensors(load_pretrained(d)[0]) for d in specialist_dirs]
-    merged = merge_tensors(base, specialists, lambdas, method=method, hparams=hparams)
+    config = load_config(base_dir)  # float32 params: the merge's dtype
+    specs = hf_specs(config)
+    base = WeightSource(os.fspath(base_dir))
+    sources = [WeightSource(os.fspath(d)) for d in specialist_dirs]
+    for i, src in enumerate([base, *sources]):
+        bad = [
+            n for n, (_, shape) in specs.items() if n not in src.names() or src.shape(n) != shape
+        ]
+        if bad:
+            who = "the base" if i == 0 else f"specialist {i - 1}"
+            raise ValueError(
+                f"merge: {who} does not match the base's config ({bad[:4]}): "
+                "specialists must be fine-tunes of the same architecture"
+            )
     if out_dir is None:
         return
-    set_model_tensors(model, merged)
+
+    def produce(name):
+        dtype = specs[name][0]
+        one = lambda src: {name: np.asarray(src.get(name), dtype)}  # noqa: E731
+        merged = merge_tensors(
+            one(base), [one(s) for s in sources], lambdas, method=method, hparams=hparams
+        )
+        return merged[name]
+
     out = os.fspath(out_dir)
     tmp = out.rstrip("/") + f".tmp{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    save_pretrained(model, config, tmp)
+    save_tensors(config, specs, produce, tmp)
     save_tokenizer(load_model_tokenizer(base_dir), tmp)
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)

@@ -11,14 +11,20 @@ prompts where RL has no signal). The examples are built once and cached in the
 stage directory (`sft_data.jsonl`, with counts in `sft_data.json`), so a
 resumed stage trains on the same data.
 
-Multi-process (`rlvr_jax.distributed`): the model is sharded over every
-device of every process (`stages.spread`). Sampling for the data splits the
-problems over processes and gathers the verified samples
-(`distributed.my_shard` / `gather_shards`), so every process builds the same
-examples; process 0 writes the cache. Every process builds each step's whole
-batch (a function of (seed, step)) and feeds it replicated, so the run equals
-the one-process run of the same config up to float rounding; the in-stage
-evaluations split their problems like the pipeline's.
+Mesh and precision (`pipeline.execution`): an SFT run config made by
+`sft_config()` has neither; its model is loaded in float32 and, multi-process
+(`rlvr_jax.distributed`), sharded over every device of every process
+(`stages.spread`), each batch replicated. `execution.add_execution(c)` adds an
+RL config's `mesh` and `model` execution fields: the model is loaded in those
+dtypes, sharded on `mesh`, and each batch's rows are split over data x fsdp.
+
+Multi-process: sampling for the data splits the problems over processes and
+gathers the verified samples (`distributed.my_shard` / `gather_shards`), so
+every process builds the same examples; process 0 writes the cache. Every
+process builds each step's whole batch (a function of (seed, step)) and places
+it as above (replicated, or its rows split), so the run equals the one-process
+run of the same config up to float rounding; the in-stage evaluations split
+their problems like the pipeline's.
 
 Training reuses `rlvr_jax.train.sft` (masked next-token loss, AdamW with
 warm-up and cosine decay); the batch of step i is a function of (seed, i), so
@@ -42,7 +48,8 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed, sharding, tasks
-from rlvr_jax.pipeline.stages import SPREAD_RULES, StageContext, spread
+from rlvr_jax.pipeline import execution
+from rlvr_jax.pipeline.stages import StageContext
 from rlvr_jax.tasks.base import CORRECT
 from rlvr_jax.train import sft
 
@@ -96,6 +103,7 @@ def sft_config() -> ml_collections.ConfigDict:
 def check(c, *, where: str, earlier) -> None:
     """Choices and ranges of an SFT run config; ValueError naming the field."""
     del earlier
+    execution.check(c, where)
     for field, value, valid in (
         ("data.source", c.data.source, SOURCES),
         ("data.filter", c.data.filter, FILTERS),
@@ -182,6 +190,8 @@ def _load_teacher(c, base):
     if t.source == "warm_start":
         ws = warmstart.load_warm_start(t.domain or base.domain, t.role)
         return ws.model, ws.tokenizer
+    if execution.has_execution(c):  # the teacher runs on the stage's mesh, in its dtypes
+        return execution.load_policy(c, t.path)[0], warmstart.load_model_tokenizer(t.path)
     return load_pretrained(t.path)[0], warmstart.load_model_tokenizer(t.path)
 
 
@@ -279,13 +289,11 @@ def _evaluate(c, model, tokenizer, task) -> dict[str, float]:
 
 def run_sft(ctx: StageContext) -> dict[str, Any]:
     """Runs (or resumes) an SFT stage; returns its final evaluation and data counts."""
-    from rlvr_jax.models import load_pretrained
     from rlvr_jax.run.run_io import RunIO
     from rlvr_jax.train.warmstart import load_model_tokenizer
 
     c = ctx.config
-    model, _ = load_pretrained(ctx.init_dir)
-    mesh = spread(model)
+    model, mesh, rules = execution.load_policy(c, ctx.init_dir)
     tokenizer = load_model_tokenizer(ctx.init_dir)
     task = tasks.get(c.task.name, **json.loads(c.task.options or "{}"))
     io = RunIO(ctx.workdir, c, allow_config_change=ctx.allow_config_change)
@@ -294,7 +302,7 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
         steps = c.train.steps if examples else 0
         if not examples:
             log.warning("sft stage %s has no examples: its export is its start", ctx.name)
-        step, preempted = _train(ctx, io, model, tokenizer, task, examples, steps, mesh)
+        step, preempted = _train(ctx, io, model, tokenizer, task, examples, steps, mesh, rules)
         if preempted:
             return {"preempted": True, "step": step}
         final = _evaluate(c, model, tokenizer, task)
@@ -305,10 +313,11 @@ def run_sft(ctx: StageContext) -> dict[str, Any]:
         io.close()
 
 
-def _train(ctx, io, model, tokenizer, task, examples, steps, mesh) -> tuple[int, bool]:
+def _train(ctx, io, model, tokenizer, task, examples, steps, mesh, rules) -> tuple[int, bool]:
     """The SFT loop from the last checkpoint; leaves the trained params in `model`.
 
-    With a `mesh` (multi-process) the state is sharded on it and each batch replicated.
+    With a `mesh` the state is sharded on it by `rules`; each batch is replicated
+    (`stages.spread`'s mesh) or, with the execution blocks, split by rows over data x fsdp.
 
     Returns:
       (the last step trained, whether a signal stopped it there).
@@ -319,12 +328,14 @@ def _train(ctx, io, model, tokenizer, task, examples, steps, mesh) -> tuple[int,
     optimizer = sft.make_optimizer(
         c.train.lr, max(steps, 1), end_lr_fraction=c.train.end_lr_fraction
     )
-    step_fn = sft.make_train_step(graphdef, optimizer)
+    rows = execution.has_execution(c)
+    step_fn = sft.make_train_step(graphdef, optimizer, mesh=mesh if rows else None, rules=rules)
     state = sft.TrainState(
         jax.tree.map(jnp.copy, params), optimizer.init(params), jnp.zeros((), jnp.int32)
     )
     if mesh is not None:
-        state = sharding.shard_state(state, mesh, SPREAD_RULES)
+        state = sharding.shard_state(state, mesh, rules)
+        batch_sharding = (sharding.batch_sharding if rows else sharding.replicated)(mesh)
     position = _Position()
     state, start = io.restore(state, position)
     if not steps:
@@ -337,7 +348,7 @@ def _train(ctx, io, model, tokenizer, task, examples, steps, mesh) -> tuple[int,
         for i in range(start, steps):
             batch = sft.pad_batch([encoded[j] for j in order[i]], length, pad)
             if mesh is not None:
-                batch = jax.device_put(batch, sharding.replicated(mesh))
+                batch = jax.device_put(batch, batch_sharding)
             state, metrics = step_fn(state, rest, batch)
             m = {k: float(v) for k, v in jax.device_get(metrics).items()}
             if not math.isfinite(m["loss"]):

@@ -346,7 +346,8 @@ def run_merge(ctx: StageContext) -> dict[str, Any]:
     c = ctx.config
     specs = _names(c.specialists)
     lambdas = merge_lambdas(c)
-    # Every process computes the same merge on the host; process 0 writes it.
+    # Process 0 merges on the host, one tensor at a time, and writes it; the others
+    # check the specialists against the base.
     write = distributed.is_logging_process()
     if write:
         ctx.workdir.mkdir(parents=True, exist_ok=True)

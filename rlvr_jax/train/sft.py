@@ -33,6 +33,7 @@ import numpy as np
 import optax
 from flax import nnx, struct
 
+from rlvr_jax import sharding
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.tokenizers import Tokenizer, encode_prompt, end_of_turn_id
@@ -155,12 +156,14 @@ def make_optimizer(
     )
 
 
-def make_train_step(graphdef, optimizer: optax.GradientTransformation):
+def make_train_step(graphdef, optimizer: optax.GradientTransformation, *, mesh=None, rules=None):
     """One jitted SFT step `(state, rest, batch) -> (state, metrics)`; `state` is donated.
 
     Args:
       graphdef: from `nnx.split(model, nnx.Param, ...)`.
       optimizer: from `make_optimizer`.
+      mesh, rules: trace under `sharding.activate(mesh, rules)` (activations pinned
+        to the rules; None = unconstrained).
     Returns:
       The jitted step; `rest` is the model's non-trainable state (the third
       output of that split). Metrics: loss (mean over masked tokens), loss_sum,
@@ -189,7 +192,7 @@ def make_train_step(graphdef, optimizer: optax.GradientTransformation):
         )
         return TrainState(params, opt_state, state.step + 1), metrics
 
-    return jax.jit(step, donate_argnums=0)
+    return jax.jit(sharding.with_rules(step, mesh, rules), donate_argnums=0)
 
 
 @functools.lru_cache(maxsize=16)

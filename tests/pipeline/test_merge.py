@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rlvr_jax.models import init_model, save_pretrained
+from rlvr_jax.models import init_model, load_pretrained, save_pretrained
 from rlvr_jax.pipeline import merge
 from rlvr_jax.testing import tiny_config, toy_tokenizer
 from rlvr_jax.train.warmstart import save_tokenizer
@@ -67,3 +67,34 @@ def test_merge_checkpoints_one_hot_writes_the_specialist_file(tmp_path):
     merge.merge_checkpoints(base, [s1, s2], (0.5, 0.5), out)  # replaces it
     assert (out / "model.safetensors").read_bytes() != (s1 / "model.safetensors").read_bytes()
     assert not list(tmp_path.glob("merged.tmp*"))
+
+
+@pytest.mark.parametrize("method", ["task_arithmetic", "iso"])
+def test_merge_checkpoints_one_tensor_at_a_time_equals_the_whole_model_merge(
+    tmp_path, monkeypatch, method
+):
+    base = _checkpoint(tmp_path / "base", 0)
+    s1, s2 = _checkpoint(tmp_path / "s1", 1), _checkpoint(tmp_path / "s2", 2)
+    whole = [merge.model_tensors(load_pretrained(d)[0]) for d in (base, s1, s2)]
+    want = merge.merge_tensors(whole[0], whole[1:], (0.7, 0.4), method=method)
+
+    reads = []
+    get = merge.WeightSource.get
+    monkeypatch.setattr(
+        merge.WeightSource, "get", lambda self, name: reads.append(name) or get(self, name)
+    )
+    merge.merge_checkpoints(base, [s1, s2], (0.7, 0.4), tmp_path / "out", method=method)
+    order = reads[::3]  # each tensor of the 3 models is read, merged and written, then the next
+    assert reads == [n for n in order for _ in range(3)] and sorted(order) == sorted(want)
+    got = merge.model_tensors(load_pretrained(tmp_path / "out")[0])
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_merge_checkpoints_refuses_another_architecture(tmp_path):
+    base = _checkpoint(tmp_path / "base", 0)
+    other = tmp_path / "other"
+    cfg = tiny_config("qwen3", vocab_size=toy_tokenizer().vocab_size, intermediate_size=96)
+    save_pretrained(init_model(cfg, seed=1), cfg, other)
+    with pytest.raises(ValueError, match="specialist 0 does not match"):
+        merge.merge_checkpoints(base, [other], (1.0,), None)
