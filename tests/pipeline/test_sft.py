@@ -70,8 +70,8 @@ def test_sft_stage_preempted_and_resumed_equals_uninterrupted(tmp_path, monkeypa
 
     original = sft.sft.make_train_step
 
-    def preempting(graphdef, optimizer):
-        step_fn = original(graphdef, optimizer)
+    def preempting(graphdef, optimizer, **placement):  # mesh / rules, as the stage passes them
+        step_fn = original(graphdef, optimizer, **placement)
 
         def step(state, rest, batch):
             if int(state.step) == 1:  # during step 2: the guard saves after it
