@@ -335,26 +335,20 @@ def memory_plan(
                 f"{name}={rows} does not split over the mesh's {shards} batch shards "
                 f"(data x fsdp of {dict(mesh.shape)}); use a multiple of {shards}"
             )
-    full = config.num_layers
-    depths = (full,) if layers is None or layers[1] >= full else tuple(layers)
+    depths = _depths(config, layers)
     length = prompt_len + max_new_tokens
-
-    def programs(depth):
-        cfg = config.replace(num_layers=depth)
-        train = Memory.of(
-            _compile_train(cfg, optimizer, spec, mesh, rules, train_rows, length, topk)
-        )
-        sample = Memory.of(
-            _compile_sample(cfg, mesh, rules, sample_rows, prompt_len, max_new_tokens, cache_dtype)
-        )
-        return train, sample
-
-    measured = [programs(d) for d in depths]
-    if len(depths) == 1:
-        train, sample = measured[0]
-    else:
-        (t0, s0), (t1, s1) = measured
-        train, sample = t0.extrapolate(t1, depths, full), s0.extrapolate(s1, depths, full)
+    train = _at_full_depth(
+        config,
+        depths,
+        lambda cfg: _compile_train(cfg, optimizer, spec, mesh, rules, train_rows, length, topk),
+    )
+    sample = _at_full_depth(
+        config,
+        depths,
+        lambda cfg: _compile_sample(
+            cfg, mesh, rules, sample_rows, prompt_len, max_new_tokens, cache_dtype
+        ),
+    )
 
     _, state, _, state_sh = _abstract_state(config, optimizer, mesh, rules)
     slots = cache_slots(config, prompt_len, max_new_tokens)
@@ -390,6 +384,20 @@ def memory_plan(
     )
 
 
+def _depths(config: ModelConfig, layers: tuple[int, int] | None) -> tuple[int, ...]:
+    """The depths to compile: the two of `layers`, or the full depth (None or ≥ full)."""
+    full = config.num_layers
+    return (full,) if layers is None or layers[1] >= full else tuple(layers)
+
+
+def _at_full_depth(config: ModelConfig, depths: tuple[int, ...], compile_at) -> Memory:
+    """`compile_at(config at depth d)`'s memory per d, extrapolated to the full depth."""
+    measured = [Memory.of(compile_at(config.replace(num_layers=d))) for d in depths]
+    if len(depths) == 1:
+        return measured[0]
+    return measured[0].extrapolate(measured[1], depths, config.num_layers)
+
+
 def sft_memory_plan(
     config: ModelConfig,
     mesh: jax.sharding.Mesh,
@@ -412,15 +420,10 @@ def sft_memory_plan(
     shards = sharding.batch_shards(mesh)
     if rows % shards:
         raise ValueError(f"rows={rows} does not split over the mesh's {shards} batch shards")
-    full = config.num_layers
-    depths = (full,) if layers is None or layers[1] >= full else tuple(layers)
-
-    def program(depth):
-        cfg = config.replace(num_layers=depth)
-        return Memory.of(_compile_sft(cfg, optimizer, mesh, rules, rows, length))
-
-    measured = [program(d) for d in depths]
-    train = measured[0] if len(depths) == 1 else measured[0].extrapolate(measured[1], depths, full)
+    depths = _depths(config, layers)
+    train = _at_full_depth(
+        config, depths, lambda cfg: _compile_sft(cfg, optimizer, mesh, rules, rows, length)
+    )
     _, state, _, state_sh = _abstract_state(config, optimizer, mesh, rules)
     return Plan(
         model=config,
