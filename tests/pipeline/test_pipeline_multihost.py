@@ -156,3 +156,84 @@ def test_pipeline_in_two_processes_matches_one_and_splits_evaluation(tmp_path):
     for k, b in base.items():
         want = b + 0.5 * (sft[k] - b) + 0.7 * (rl[k] - b)
         np.testing.assert_allclose(merged[k], want, rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+_SFT_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    from rlvr_jax import distributed
+    port, pid, nproc, workdir, out, mesh = sys.argv[1:]
+    pid, nproc = int(pid), int(nproc)
+    if nproc > 1:
+        assert distributed.initialize(f"localhost:{port}", nproc, pid, env={})
+    import jax
+    from flax import nnx
+    from rlvr_jax.pipeline import execution, run
+    from rlvr_jax.pipeline.config import add_stage, apply_pulse, pipeline_config
+
+    placed = []  # (devices, processes, fully replicated) of the policy's embedding
+    load_policy = execution.load_policy
+
+    def recording(c, init_dir):
+        model, m, rules = load_policy(c, init_dir)
+        embed = nnx.state(model, nnx.Param)["embed_tokens"][...]
+        devices = embed.sharding.device_set
+        placed.append((len(devices), len({d.process_index for d in devices}),
+                       embed.sharding.is_fully_replicated))
+        return model, m, rules
+
+    execution.load_policy = recording
+    c = pipeline_config()
+    s = add_stage(c, "sft", "sft")
+    apply_pulse(c)
+    s.run.train.steps = 4
+    c.eval.enabled = False
+    if mesh == "mesh":  # the SFT stage's own mesh and precision blocks, rows split
+        execution.apply(c, mesh_shape=(1, -1, 1))
+    result = run.run(c, workdir)
+    with open(out, "w") as f:
+        json.dump(dict(steps=result["stages"]["sft"]["steps"], placed=placed,
+                       processes=jax.process_count()), f)
+    print("DONE", pid)
+    """
+)
+
+
+@pytest.mark.slow
+def test_sft_stage_mesh_fields_in_two_processes_equal_one_device(tmp_path):
+    """The SFT stage's optional mesh (1, -1, 1) over 2 processes x 2 devices: the policy
+    is split over all 4 devices of both processes, each step's rows over data x fsdp,
+    and the export equals the one-process, one-device stage without the blocks."""
+    script = tmp_path / "sft_child.py"
+    script.write_text(_SFT_CHILD)
+
+    def launch(label, nproc, mesh):
+        outs = [tmp_path / f"{label}_{i}.json" for i in range(nproc)]
+        launch_processes(
+            script,
+            lambda i: [str(nproc), str(tmp_path / label), str(outs[i]), mesh],
+            nproc=nproc,
+            devices_per_process=2 if nproc > 1 else 1,
+        )
+        return [json.loads(o.read_text()) for o in outs]
+
+    two = launch("two", 2, "mesh")
+    assert [r["processes"] for r in two] == [2, 2] and all(r["steps"] == 4 for r in two)
+    # Every process loaded the policy onto 4 devices of 2 processes, split (not replicated).
+    assert all(r["placed"] == [[4, 2, False]] for r in two), two
+    (one,) = launch("one", 1, "")
+    assert one["steps"] == 4 and one["placed"] == [[1, 1, True]]
+    written = json.loads((tmp_path / "two/stages/sft/config.json").read_text())
+    assert written["mesh"]["shape"] == [1, -1, 1]
+    a, b = _weights(tmp_path / "two", "sft"), _weights(tmp_path / "one", "sft")
+    assert sorted(a) == sorted(b)
+    for name, w in b.items():
+        np.testing.assert_allclose(a[name], w, rtol=1e-4, atol=1e-6, err_msg=name)
+    base = _weights_base(tmp_path / "one")
+    assert any(not np.array_equal(b[k], base[k]) for k in base)  # the stage trained
+
+
+def _weights_base(workdir):
+    from safetensors.numpy import load_file
+
+    return load_file(Path(workdir) / "base" / "model.safetensors")
