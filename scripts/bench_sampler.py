@@ -8,7 +8,9 @@ Usage:
 For each setting it builds a random Qwen3 model, saves it once in the Hugging
 Face format and loads it in both libraries, then alternates timed runs of the two
 samplers (temperature 1, no top-k/top-p, no stop tokens so both generate
-exactly N tokens per row). "long" is the 3m model with a 512-token prompt
+exactly N tokens per row). It also times one decode step's dense matmuls alone in
+each library's own layout (`decode_matmuls`): the floor under either sampler's step.
+"long" is the 3m model with a 512-token prompt
 and 512 new tokens, where a blockwise model (`--execution`, ModelConfig execution
 options) attends only to the cache blocks filled so far. It also measures this
 machine's f32 matmul FLOP/s and reports the fraction of it that decode reaches.
@@ -63,10 +65,70 @@ def decode_flops(cfg, batch: int, prompt: int, new: int) -> float:
     return batch * (new * dense + attn_per_key * keys)
 
 
-def _timed(fn) -> float:
-    t = time.perf_counter()
+def _timed(fn, clock=time.perf_counter) -> float:
+    t = clock()
     fn()
-    return time.perf_counter() - t
+    return clock() - t
+
+
+def decode_matmuls(cfg, batch: int, repeats: int = 50) -> tuple[float, float]:
+    """Seconds of one decode step's dense matmuls alone: (jax, torch), medians.
+
+    Each library multiplies in its own model's layout at the decode shape (`batch`
+    rows of one token): ours fused q/k/v and gate/up as `models.layers` runs them,
+    transformers' Qwen3 separate q, k, v, o, gate, up, down; every layer, then the
+    output projection. Residual adds and the SwiGLU product keep the chain of
+    dependencies; attention, norms and sampling are left out, so this is the floor
+    that the matmuls alone put under a decode step. CPU time of the process (one
+    thread each under `taskset -c N`), which load distorts less than wall time.
+    """
+    import torch
+
+    cpu = time.process_time
+    d, h, i, v = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size, cfg.vocab_size
+    nq, nkv = cfg.num_heads * h, cfg.num_kv_heads * h
+    rng = np.random.RandomState(0)
+
+    def w(*shape):
+        return (rng.randn(*shape) / np.sqrt(shape[0])).astype(np.float32)
+
+    x = w(batch, d)
+    fused = [(w(d, nq + 2 * nkv), w(nq, d), w(d, 2 * i), w(i, d)) for _ in range(cfg.num_layers)]
+    lm = w(d, v)
+
+    @jax.jit
+    def jax_step(x, layers, lm):
+        for qkv, o, gu, down in layers:
+            y = x @ qkv
+            x = x + y[:, :nq] @ o
+            g = x @ gu
+            x = x + (g[:, :i] * g[:, i:]) @ down
+        return x @ lm
+
+    args = (jnp.asarray(x), [tuple(map(jnp.asarray, t)) for t in fused], jnp.asarray(lm))
+    jax_step(*args).block_until_ready()
+    t_jax = statistics.median(
+        _timed(lambda: jax_step(*args).block_until_ready(), cpu) for _ in range(repeats)
+    )
+    split = [
+        tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in (
+            qkv[:, :nq], qkv[:, nq:nq + nkv], qkv[:, nq + nkv:], o, gu[:, :i], gu[:, i:], down))
+        for qkv, o, gu, down in fused
+    ]  # fmt: skip
+    tx, tlm = torch.from_numpy(x), torch.from_numpy(lm)
+
+    def torch_step():
+        with torch.no_grad():
+            y = tx
+            for q, k, vv, o, gate, up, down in split:
+                qy, _, _ = y @ q, y @ k, y @ vv
+                y = y + qy @ o
+                y = y + ((y @ gate) * (y @ up)) @ down
+            return y @ tlm
+
+    torch_step()
+    t_torch = statistics.median(_timed(torch_step, cpu) for _ in range(repeats))
+    return t_jax, t_torch
 
 
 def bench(size: str, repeats: int, peak: float, execution: dict) -> dict:
@@ -112,7 +174,13 @@ def bench(size: str, repeats: int, peak: float, execution: dict) -> dict:
     tokens = s["batch"] * s["new"]
     jax_tps, hf_tps = tokens / statistics.median(t_jax), tokens / statistics.median(t_hf)
     flops = decode_flops(cfg, s["batch"], s["prompt"], s["new"])
+    step_jax, step_hf = (statistics.median(t) / s["new"] for t in (t_jax, t_hf))
+    mm_jax, mm_hf = decode_matmuls(cfg, s["batch"])
     return dict(
+        step_jax=step_jax,
+        step_hf=step_hf,
+        mm_jax=mm_jax,
+        mm_hf=mm_hf,
         size=size,
         params=cfg.num_params(),
         **s,
@@ -147,6 +215,17 @@ def main():
         print(f"| qwen3-{r['size']} | {r['params'] / 1e6:.1f}M | {r['batch']} | {r['prompt']} "
               f"| {r['new']} | {r['jax_tps']:.0f} | {r['hf_tps']:.0f} | {r['ratio']:.2f}x "
               f"| {100 * r['mfu']:.1f}% | {r['compile_s']:.1f} |")  # fmt: skip
+    print(
+        "\nPer generated token (a whole call / new tokens, prefill included) against the "
+        "decode step's dense matmuls alone (`decode_matmuls`), ms:"
+    )
+    print("\n| model | rlvr_jax step | its matmuls | step / matmuls | transformers step "
+          "| its matmuls | step / matmuls | matmuls jax / torch |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        sj, mj, sh, mh = (1e3 * r[k] for k in ("step_jax", "mm_jax", "step_hf", "mm_hf"))
+        print(f"| qwen3-{r['size']} | {sj:.2f} | {mj:.2f} | {sj / mj:.2f} | {sh:.2f} | {mh:.2f} "
+              f"| {sh / mh:.2f} | {mj / mh:.2f} |")  # fmt: skip
 
 
 if __name__ == "__main__":
