@@ -1,7 +1,8 @@
 """`docs/reproductions.md`: one row per seed paper, built from the pages' JSON summaries.
 
 A row is the paper's headline verdict when its page exists
-(`docs/reproductions/<slug>.json`), "not built yet (<open work>)" when the
+(`docs/reproductions/<slug>.json`), its result naming the page's other claims'
+verdicts, "not built yet (<open work>)" when the
 method does not run end to end, "not run by the harness (<how it is run>)" for
 a built pipeline or analysis, "not run yet" when its reproduction is declared
 but no page was written. The README carries the verdict counts between two
@@ -45,6 +46,10 @@ def rows(docs: Path, experiments: Path = EXPERIMENTS) -> list[dict]:
                     f"{head['metric']}: {head['arm']} {head['arm_value']} vs {head['baseline']} "
                     f"{head['baseline_value']}, Δ {head['delta']} "
                     f"(n = {head['n'][0]}/{head['n'][1]} seeds)"
+                    + "".join(
+                        f"; {c['metric']} {c['arm']} vs {c['baseline']}: {c['verdict']}"
+                        for c in s["claims"][1:]
+                    )
                 ),
                 verdict=head["verdict"],
                 link=f"[page](reproductions/{p.slug}.md)",

@@ -164,6 +164,8 @@ def test_summary_has_thirty_rows_and_counts(tmp_path):
     by = {r["slug"]: r for r in table}
     assert len(table) == 30
     assert by["sara"]["verdict"] == "reproduces" and "reproductions/sara.md" in by["sara"]["link"]
+    # The headline's verdict is the row's; the other claims' verdicts are named in its result.
+    assert by["sara"]["result"].endswith("; rollouts m vs base: not resolved at this scale")
     assert by["vigor"]["verdict"] == summary_lib.NOT_RUN
     assert by["spyrl"]["verdict"] == "no reproduction declared"  # no repro.py in `exp`
     assert by["ebl"]["verdict"].startswith(summary_lib.MANUAL)
