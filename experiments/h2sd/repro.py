@@ -20,15 +20,22 @@ def get_reproduction() -> Reproduction:
             ),
             GRPO_PRIVILEGED,
             OPSD,
+            Arm(
+                "rlsd",
+                "h2sd/rlsd.py",
+                role="baseline",
+                note="RLSD: the self-teacher (reference-solution view) rescales every "
+                "token's GRPO advantage, magnitude only, no reverse KL",
+            ),
         ),
         baseline="grpo",
         metrics=(PASS_1, pass_at(8)),
         claims=(
             Claim("H²SD outperforms RLVR (GRPO)", "pass@1", "h2sd", "grpo", "higher"),
             Claim("H²SD outperforms OPSD", "pass@1", "h2sd", "opsd", "higher"),
+            Claim("H²SD outperforms RLSD", "pass@1", "h2sd", "rlsd", "higher"),
         ),
         shrunk=shrunk(),
         common=COMMON,
         tuning=TUNING,
-        notes="The RLSD row (magnitude-only modulation) is not an arm yet.",
     )
