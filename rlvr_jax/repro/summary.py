@@ -4,8 +4,9 @@ A row is the paper's headline verdict when its page exists
 (`docs/reproductions/<slug>.json`), its result naming the page's other claims'
 verdicts, "not built yet (<open work>)" when the
 method does not run end to end, "not run by the harness (<how it is run>)" for
-a built pipeline or analysis, "not run yet" when its reproduction is declared
-but no page was written. The README carries the verdict counts between two
+a built pipeline or analysis (its result and link: what its own docs page
+measured), "not run yet" when its reproduction is declared but no page was
+written. The README carries the verdict counts between two
 marker comments, rewritten by `update_readme`.
 """
 
@@ -58,6 +59,8 @@ def rows(docs: Path, experiments: Path = EXPERIMENTS) -> list[dict]:
             row["verdict"] = f"{NOT_BUILT} ({p.blocked})"
         elif p.manual:
             row["verdict"] = f"{MANUAL} ({p.manual})"
+            row["result"] = p.manual_result or "–"
+            row["link"] = f"[page]({p.manual_link})" if p.manual_link else ""
         elif declared(p.slug, experiments):
             row["verdict"] = NOT_RUN
         else:

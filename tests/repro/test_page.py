@@ -169,6 +169,11 @@ def test_summary_has_thirty_rows_and_counts(tmp_path):
     assert by["vigor"]["verdict"] == summary_lib.NOT_RUN
     assert by["spyrl"]["verdict"] == "no reproduction declared"  # no repro.py in `exp`
     assert by["ebl"]["verdict"].startswith(summary_lib.MANUAL)
+    # A row run outside the harness carries what its own page measured, and links it.
+    for slug in ("ebl", "multilingual"):
+        assert "no verdict" in by[slug]["result"], slug
+        target = by[slug]["link"].removeprefix("[page](").removesuffix(")")
+        assert (summary_lib.REPO / "docs" / target).is_file(), by[slug]["link"]
     c = summary_lib.counts(table)
     assert c["reproduces"] == 1 and c[summary_lib.NOT_BUILT] == sum(bool(p.blocked) for p in PAPERS)
     assert c[summary_lib.MANUAL] == sum(bool(p.manual) for p in PAPERS) == 2
