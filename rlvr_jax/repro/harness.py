@@ -77,9 +77,12 @@ def reproduce(
     """
     records = Path(records) if records is not None else Path(docs) / "records"
     runs = runs_lib.plan(repro, seeds, Path(root))
+    prefer = records_lib.preferred_weights(runs, records)
     restored = 0
     for r in runs:
-        outcome = records_lib.restore(r, records)
+        # Training: only records on the weights cached here (a base built by this
+        # harness's first run is checked again before each later run, `prepare`).
+        outcome = records_lib.restore(r, records, prefer=prefer, require_cached=train)
         restored += outcome == records_lib.RESTORED
         if outcome == records_lib.OTHER_WEIGHTS:
             echo(
@@ -95,7 +98,16 @@ def reproduce(
     if train:
         how = " ".join(runs_lib.pin_prefix(pin, nice)) or "not pinned"
         launch = launch or runs_lib.subprocess_launcher(pin, nice)
-        runs_lib.execute_all(runs, launch, retry_crashed=retry_crashed, how=how, echo=echo)
+
+        def prepare(run: runs_lib.Run) -> None:
+            if records_lib.restore(run, records, prefer=prefer, require_cached=True) == (
+                records_lib.RESTORED
+            ):
+                echo(f"  {run.arm.name} seed {run.seed}: restored from its record")
+
+        runs_lib.execute_all(
+            runs, launch, prepare=prepare, retry_crashed=retry_crashed, how=how, echo=echo
+        )
         for r in runs:  # a run another harness held (skipped here) may have finished since
             r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
     else:

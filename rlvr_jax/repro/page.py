@@ -99,7 +99,7 @@ def claims_table(repro: Reproduction, claims: list[ClaimResult]) -> str:
         comparison = {
             "higher": f"{a} > {b}",
             "lower": f"{a} < {b}",
-            "within": f"{a} ≈ {b} (|Δ| ≤ {bound})",
+            "within": f"{a} ≈ {b} (\\|Δ\\| ≤ {bound})",  # escaped: inside a table cell
             "at_most": f"{a} − {b} ≤ {bound}",
         }[c.claim.direction]
         lines.append(

@@ -11,12 +11,20 @@ checkpoint: it is read, never resumed.
 
 The record is keyed like the run (`runs.run_key`), so a record only ever stands
 for the config and warm-start names it was trained with; a warm start retrained
-under the same name is visible in the attempts' digests (the page flags it).
+under the same name (SFT on CPU is not bit-reproducible across machines) is
+visible in the attempts' digests. One key may hold one record per set of
+warm-start weights: the first is `<key>.json.gz`, a run of the same config on
+other weights is kept beside it as `<key>+<weights tag>.json.gz` (never written
+over), and `restore` picks the version whose weights match this machine's cache,
+or, with nothing cached, the one the caller prefers (`preferred_weights`: the
+weights most of a page's runs were recorded on), so a page is rebuilt from runs
+of one base.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -29,8 +37,28 @@ FORMAT = 1
 CONFIG, METRICS = "config.json", "metrics.jsonl"
 
 
-def path(records: Path, key: str) -> Path:
-    return Path(records) / f"{key}{SUFFIX}"
+def path(records: Path, key: str, weights: dict[str, str] | None = None) -> Path:
+    """The record of `key` (with `weights`: the version kept beside it for those weights)."""
+    tag = f"+{weights_tag(weights)}" if weights else ""
+    return Path(records) / f"{key}{tag}{SUFFIX}"
+
+
+def weights_tag(weights: dict[str, str]) -> str:
+    """8 hex digits naming a set of warm-start weights (name -> digest)."""
+    text = json.dumps(sorted(weights.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def versions(records: Path, key: str) -> list[Path]:
+    """Every record of `key`: the first one, then those kept for other weights (sorted)."""
+    first = path(records, key)
+    others = sorted(Path(records).glob(f"{key}+*{SUFFIX}"))
+    return ([first] if first.is_file() else []) + others
+
+
+def conflicts(a: dict[str, str], b: dict[str, str]) -> bool:
+    """True when a warm start named in both has different weights."""
+    return any(name in b and b[name] != digest for name, digest in a.items())
 
 
 def pack(run: runs_lib.Run) -> dict[str, Any]:
@@ -48,7 +76,8 @@ def save(run: runs_lib.Run, records: Path) -> Path | None:
     """Writes the record of `run` if it is finished and its record is missing or stale.
 
     A record is stale when the run has attempts the record lacks (it was rerun).
-    A run restored from a record is not written back.
+    A run restored from a record is not written back. A run on other warm-start
+    weights than the key's first record is written beside it (`path(..., weights)`).
 
     Returns:
       The path written, or None.
@@ -60,6 +89,13 @@ def save(run: runs_lib.Run, records: Path) -> Path | None:
         old = load(target)
         if old["manifest"].get("attempts") == run.manifest.get("attempts"):
             return None
+        mine = recorded_weights({"manifest": run.manifest})
+        if conflicts(recorded_weights(old), mine):  # the first record stays: other pages use it
+            target = path(records, run.key, mine)
+            if target.is_file() and (
+                load(target)["manifest"].get("attempts") == run.manifest.get("attempts")
+            ):
+                return None
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     # mtime=0: the same record compresses to the same bytes (no spurious git diffs).
@@ -102,35 +138,72 @@ RESTORED = "restored"
 LOCAL = "local run"  # the workdir already holds a run started here
 NO_RECORD = "no record"
 OTHER_WEIGHTS = "trained on other warm-start weights than this machine's cache"
+NOT_CACHED = "its warm starts are not cached here yet (restored once they are, if they match)"
 
 
-def restore(run: runs_lib.Run, records: Path, local_weights: dict[str, str] | None = None) -> str:
-    """Fills an empty workdir of `run` from its record; says what it did.
+def preferred_weights(runs: list[runs_lib.Run], records: Path) -> dict[str, str]:
+    """The warm-start weights most of `runs` have a record on (name -> digest; {} if none).
 
-    Returns RESTORED when it filled the workdir, else why not: LOCAL, NO_RECORD or
-    OTHER_WEIGHTS.
+    With no warm start cached, a page restores every run from this one set of
+    weights, so its arms are compared on one base.
+    """
+    votes: dict[str, tuple[int, dict[str, str]]] = {}
+    for key in {r.key for r in runs}:
+        for file in versions(records, key):
+            w = recorded_weights(load(file))
+            if w:
+                tag = weights_tag(w)
+                votes[tag] = (votes.get(tag, (0, w))[0] + 1, w)
+    return max(votes.values(), key=lambda v: v[0])[1] if votes else {}
+
+
+def restore(
+    run: runs_lib.Run,
+    records: Path,
+    local_weights: dict[str, str] | None = None,
+    *,
+    prefer: dict[str, str] | None = None,
+    require_cached: bool = False,
+) -> str:
+    """Fills an empty workdir of `run` from one of its records; says what it did.
+
+    Returns RESTORED when it filled the workdir, else why not: LOCAL, NO_RECORD,
+    OTHER_WEIGHTS or NOT_CACHED.
 
     A workdir that already holds a config.json (a run started here, finished or
     not) is left alone: local runs win over records. So is a record trained on a
     warm start whose cached weights here differ (`local_weights`, name -> digest,
     default `runs.warm_start_digests`): a retrained base makes its runs new
-    measurements, not more seeds of the recorded ones.
+    measurements, not more seeds of the recorded ones. Among the versions that
+    agree with the cache, the one matching `prefer` is taken, else the first.
+    With `require_cached` (a harness about to train), a record is restored only
+    when every warm start it names is cached here with its weights: a run that
+    would train on a base not built yet is not mixed with recorded ones.
 
     Raises:
       ValueError naming the record when its key is not the run's.
     """
-    src = path(records, run.key)
     if (run.workdir / CONFIG).exists():
         return LOCAL
-    if not src.is_file():
+    files = versions(records, run.key)
+    if not files:
         return NO_RECORD
-    rec = load(src)
-    if rec["key"] != run.key:
-        raise ValueError(f"{src}: holds run {rec['key']}, expected {run.key}")
     here = runs_lib.warm_start_digests(run.config) if local_weights is None else local_weights
-    then = recorded_weights(rec)
-    if any(name in here and here[name] != digest for name, digest in then.items()):
+    fitting = []
+    for file in files:
+        candidate = load(file)
+        if candidate["key"] != run.key:
+            raise ValueError(f"{file}: holds run {candidate['key']}, expected {run.key}")
+        if not conflicts(recorded_weights(candidate), here):
+            fitting.append((file, candidate))
+    if not fitting:
         return OTHER_WEIGHTS
+    src, rec = next(
+        ((f, c) for f, c in fitting if prefer and not conflicts(recorded_weights(c), prefer)),
+        fitting[0],
+    )
+    if require_cached and any(name not in here for name in recorded_weights(rec)):
+        return NOT_CACHED
     run.workdir.mkdir(parents=True, exist_ok=True)
     (run.workdir / METRICS).write_text("".join(json.dumps(r) + "\n" for r in rec["metrics"]))
     (run.workdir / CONFIG).write_text(json.dumps(rec["config"], indent=2))

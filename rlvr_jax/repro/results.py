@@ -11,9 +11,10 @@ import math
 
 from rlvr_jax.repro import metrics as metrics_lib
 from rlvr_jax.repro import pipelines
+from rlvr_jax.repro.records import recorded_weights
 from rlvr_jax.repro.runs import DONE, Run
 from rlvr_jax.repro.spec import Claim, Reproduction
-from rlvr_jax.repro.stats import Difference, Summary, verdict
+from rlvr_jax.repro.stats import MIXED_WEIGHTS, Difference, Summary, verdict
 
 # Curves every page plots: (split, key, title); split "cost" is the eval value against the
 # rollouts generated so far (drawn for pages with a cost metric).
@@ -96,6 +97,21 @@ class ClaimResult:
     verdict: str
 
 
+def mixed_weights(results: list[RunResult], arms: tuple[str, ...]) -> bool:
+    """True when the finished runs of `arms` started from different weights of a warm start.
+
+    A warm start retrained on another machine keeps its name but not its weights;
+    arms trained from two bases are not a comparison of methods.
+    """
+    seen: dict[str, str] = {}
+    for r in results:
+        if r.done and r.run.arm.name in arms:
+            for name, digest in recorded_weights({"manifest": r.run.manifest}).items():
+                if seen.setdefault(name, digest) != digest:
+                    return True
+    return False
+
+
 def claim_results(repro: Reproduction, results: list[RunResult]) -> list[ClaimResult]:
     """Each claim's difference and verdict (see `rlvr_jax.repro.stats`)."""
     out = []
@@ -103,5 +119,8 @@ def claim_results(repro: Reproduction, results: list[RunResult]) -> list[ClaimRe
         a = Summary.of(arm_values(results, c.arm, c.metric))
         b = Summary.of(arm_values(results, c.baseline, c.metric))
         d = Difference.of(a, b)
-        out.append(ClaimResult(c, a, b, d, verdict(d, c.direction, c.bound(b.mean))))
+        v = verdict(d, c.direction, c.bound(b.mean))
+        if mixed_weights(results, (c.arm, c.baseline)):
+            v = MIXED_WEIGHTS
+        out.append(ClaimResult(c, a, b, d, v))
     return out

@@ -498,11 +498,13 @@ def _execute_held(run: Run, launch: Launcher, *, retry_crashed: bool, how: str, 
     )
 
 
-def execute_all(runs: list[Run], launch: Launcher, **kwargs) -> None:
+def execute_all(runs: list[Run], launch: Launcher, *, prepare=None, **kwargs) -> None:
     """Executes each distinct run once; arms that resolve to the same run share it.
 
     Seed by seed (every arm's seed 0, then every arm's seed 1, ...): a page cut
-    short has whole seeds, and a verdict needs two seeds in each arm.
+    short has whole seeds, and a verdict needs two seeds in each arm. `prepare(run)`,
+    when given, is called just before each distinct run is executed (the harness
+    restores a record there once the run's warm starts are cached).
     """
     groups: dict[str, list[Run]] = {}
     for run in runs:
@@ -510,6 +512,8 @@ def execute_all(runs: list[Run], launch: Launcher, **kwargs) -> None:
     for same in sorted(groups.values(), key=lambda g: g[0].seed):
         first = same[0]
         labels = {_label(r) for r in same}
+        if prepare is not None:
+            prepare(first)
         first.manifest["arms"] = sorted(set(first.manifest.get("arms", [])) | labels)
         execute(first, launch, **kwargs)
         for other in same[1:]:

@@ -27,12 +27,14 @@ REPRODUCES = "reproduces"
 NOT_RESOLVED = "not resolved at this scale"
 OPPOSITE = "opposite"
 NO_VERDICT = "no verdict (fewer than 2 finished seeds per arm)"
-VERDICTS = (REPRODUCES, NOT_RESOLVED, OPPOSITE, NO_VERDICT)
+MIXED_WEIGHTS = "no verdict (the two arms' runs started from different warm-start weights)"
+VERDICTS = (REPRODUCES, NOT_RESOLVED, OPPOSITE, NO_VERDICT, MIXED_WEIGHTS)
 RULE = (
     "Δ = mean(method) − mean(baseline) over each arm's finished seeds; s.e. = "
     "√(sd_m²/n_m + sd_b²/n_b) (sample sd). **reproduces**: the paper's direction and "
     "|Δ| > 2 s.e.; **not resolved at this scale**: |Δ| ≤ 2 s.e.; **opposite**: the other "
-    "direction and |Δ| > 2 s.e.; no verdict with fewer than 2 finished seeds in an arm. "
+    "direction and |Δ| > 2 s.e.; no verdict with fewer than 2 finished seeds in an arm, "
+    "or when the two arms' runs started from different weights of a warm start. "
     "A claim that two arms differ by at most m: **reproduces** when |Δ| + 2 s.e. ≤ m, "
     "**opposite** when |Δ| − 2 s.e. > m, else not resolved; a claim that the method costs "
     "at most m more (m may be a share of the baseline's mean): **reproduces** when "

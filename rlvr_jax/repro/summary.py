@@ -84,6 +84,7 @@ def counts_line(c: Counter) -> str:
         stats.NOT_RESOLVED,
         stats.OPPOSITE,
         stats.NO_VERDICT,
+        stats.MIXED_WEIGHTS,
         NOT_RUN,
         MANUAL,
         NOT_BUILT,

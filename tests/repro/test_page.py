@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -140,6 +142,24 @@ def test_claims_table_verdicts():
     )
 
 
+def test_claims_table_rows_keep_six_cells_for_every_direction():
+    """A "within" claim's comparison writes |Δ|: its pipes must not split the table cell."""
+    from rlvr_jax.repro.results import claim_results
+
+    claims = (
+        Claim("m ties base", "pass@1", "m", "base", "within", margin=0.02),
+        Claim("m costs little", "rollouts", "m", "base", "at_most", margin=0.1, relative=True),
+    )
+    repro = dataclasses.replace(REPRO, claims=claims)
+    rows = claims_table(repro, claim_results(repro, RESULTS)).splitlines()
+    body = [r for r in rows if r.startswith("| m ")]
+    assert len(body) == 2
+    for row in body:
+        cells = re.split(r"(?<!\\)\|", row)[1:-1]  # split on unescaped pipes only
+        assert len(cells) == 6, row
+    assert "m ≈ base (\\|Δ\\| ≤ 2.0)" in body[0]
+
+
 def test_page_lists_every_run_and_the_command():
     text = page_text(REPRO, RESULTS, seeds=[0, 1, 2], root="runs/repro", png="toy.png")
     assert "**reproduces**" in text.splitlines()[2]
@@ -184,3 +204,25 @@ def test_summary_has_thirty_rows_and_counts(tmp_path):
     assert summary_lib.update_readme(readme, c)
     new = readme.read_text()
     assert "old" not in new and "reproduces: 1" in new and new.endswith("tail\n")
+
+
+def test_a_claim_whose_arms_started_from_different_warm_start_weights_gets_no_verdict():
+    from rlvr_jax.repro.results import claim_results
+    from rlvr_jax.repro.stats import MIXED_WEIGHTS
+
+    results = copy.deepcopy(RESULTS)
+
+    def on(arm, digest):
+        for r in results:
+            if r.run.arm.name == arm:
+                r.run.manifest["attempts"][-1]["warm_starts"] = {"countdown-base": digest}
+
+    on("base", "aaa")
+    on("m", "aaa")
+    assert claim_results(REPRO, results)[0].verdict == "reproduces"  # one base: compared
+    on("m", "bbb")  # the method's runs on a retrained base
+    verdicts = [c.verdict for c in claim_results(REPRO, results)]
+    assert verdicts == [MIXED_WEIGHTS, MIXED_WEIGHTS]
+    results[0].run.manifest["attempts"][-1]["warm_starts"] = {"countdown-base": "bbb"}
+    on("m", "aaa")  # one baseline seed on another base is enough to refuse
+    assert claim_results(REPRO, results)[0].verdict == MIXED_WEIGHTS

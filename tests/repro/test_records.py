@@ -104,3 +104,60 @@ def test_a_record_made_on_other_warm_start_weights_is_not_restored(tmp_path, mon
     assert records_lib.restore(other, records, local_weights={}) == records_lib.RESTORED  # unknown
     unseeded = runs_lib.plan(repro, [7], tmp_path / "none")[0]
     assert records_lib.restore(unseeded, records) == records_lib.NO_RECORD
+
+
+def _set_weights(file, weights):
+    """Rewrites the record at `file` as if its run had started from `weights`."""
+    rec = records_lib.load(file)
+    rec["manifest"]["attempts"][-1]["warm_starts"] = dict(weights)
+    with gzip.open(file, "wb") as f:
+        f.write(json.dumps(rec).encode())
+
+
+def test_a_rerun_on_other_weights_is_kept_beside_the_first_record_and_each_base_restores_its_own(
+    tmp_path, fake
+):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0])
+    records = tmp_path / "docs" / "records"
+    run = runs_lib.plan(repro, [0], tmp_path / "root")[0]
+    first = records_lib.path(records, run.key)
+    _set_weights(first, {"w": "aaa"})  # recorded on machine A's base
+    # The same config rerun on machine B's base: a new attempt with other weights.
+    run.manifest["attempts"].append(dict(run.manifest["attempts"][-1], warm_starts={"w": "bbb"}))
+    beside = records_lib.save(run, records)
+    assert beside == records_lib.path(records, run.key, {"w": "bbb"}) != first
+    assert records_lib.recorded_weights(records_lib.load(first)) == {"w": "aaa"}  # not written over
+    assert records_lib.save(run, records) is None  # nothing new since
+    assert records_lib.versions(records, run.key) == [first, beside]
+
+    def restored_from(root, **kwargs):
+        fresh = runs_lib.plan(repro, [0], tmp_path / root)[0]
+        assert records_lib.restore(fresh, records, **kwargs) == records_lib.RESTORED
+        return fresh.manifest["restored_from"]
+
+    assert restored_from("a", local_weights={"w": "aaa"}) == first.name
+    assert restored_from("b", local_weights={"w": "bbb"}) == beside.name
+    # Nothing cached: the caller's preferred base, else the first record.
+    assert restored_from("c", local_weights={}, prefer={"w": "bbb"}) == beside.name
+    assert restored_from("d", local_weights={}) == first.name
+    other = runs_lib.plan(repro, [0], tmp_path / "e")[0]
+    assert records_lib.restore(other, records, local_weights={"w": "ccc"}) == (
+        records_lib.OTHER_WEIGHTS
+    )
+    # About to train with the base not built yet: not restored (it may differ).
+    assert records_lib.restore(other, records, local_weights={}, require_cached=True) == (
+        records_lib.NOT_CACHED
+    )
+    assert not (other.workdir / "config.json").exists()
+
+
+def test_the_preferred_weights_are_those_most_of_the_page_runs_have_records_on(tmp_path, fake):
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0, 1])
+    records = tmp_path / "docs" / "records"
+    runs = runs_lib.plan(repro, [0, 1], tmp_path / "root")
+    for i, r in enumerate(runs):  # three runs on "aaa", one on "bbb"
+        _set_weights(records_lib.path(records, r.key), {"w": "bbb" if i == 0 else "aaa"})
+    assert records_lib.preferred_weights(runs, records) == {"w": "aaa"}
+    assert records_lib.preferred_weights(runs, tmp_path / "empty") == {}
