@@ -161,3 +161,38 @@ def test_the_preferred_weights_are_those_most_of_the_page_runs_have_records_on(t
         _set_weights(records_lib.path(records, r.key), {"w": "bbb" if i == 0 else "aaa"})
     assert records_lib.preferred_weights(runs, records) == {"w": "aaa"}
     assert records_lib.preferred_weights(runs, tmp_path / "empty") == {}
+
+
+def test_training_restores_a_record_only_once_its_base_is_built_here_and_matches(
+    tmp_path, monkeypatch, fake
+):
+    """Seed 0's records on base "aaa"; this machine has no base yet. The first run
+    builds it: when it comes out "aaa" the other records are restored, when it comes
+    out "bbb" every run trains again (and the records stay as they were)."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0])
+    records = tmp_path / "docs" / "records"
+    for r in runs_lib.plan(repro, [0], tmp_path / "root"):
+        _set_weights(records_lib.path(records, r.key), {"w": "aaa"})
+    before = {p.name: p.read_bytes() for p in records.iterdir()}
+    for built, trained in (("aaa", [("grpo", 0)]), ("bbb", [("grpo", 0), ("sara", 0)])):
+        cache: dict[str, str] = {}
+        monkeypatch.setattr(runs_lib, "warm_start_digests", lambda config, c=cache: dict(c))
+
+        def launch(run, log, c=cache, digest=built):
+            c["w"] = digest  # the first run trains the base on its way
+            return fake(run, log)
+
+        fake.calls.clear()
+        page_text(repro, tmp_path, launch, [0], root=f"root_{built}")
+        assert fake.calls == trained, built
+    # The "bbb" runs are kept beside the "aaa" records: SARA's is unchanged (restored,
+    # then rerun on "bbb"), GRPO's was refreshed by its "aaa" rerun and is still on "aaa".
+    grpo, sara = runs_lib.plan(repro, [0], tmp_path / "x")
+    first = records_lib.path(records, sara.key).name
+    assert (records / first).read_bytes() == before[first]
+    grpo_record = records_lib.load(records_lib.path(records, grpo.key))
+    assert records_lib.recorded_weights(grpo_record) == {"w": "aaa"}
+    assert sorted(p.name for p in records.iterdir() if "+" in p.name) == sorted(
+        f"{r.key}+{records_lib.weights_tag({'w': 'bbb'})}.json.gz" for r in (grpo, sara)
+    )
