@@ -168,7 +168,7 @@ def test_training_restores_a_record_only_once_its_base_is_built_here_and_matches
 ):
     """Seed 0's records on base "aaa"; this machine has no base yet. The first run
     builds it: when it comes out "aaa" the other records are restored, when it comes
-    out "bbb" every run trains again (and the records stay as they were)."""
+    out "bbb" every run trains again (kept beside the "aaa" records, not over them)."""
     repro = pulse_repro("sara", "sara", "sara/sara.py")
     page_text(repro, tmp_path, fake, [0])
     records = tmp_path / "docs" / "records"
