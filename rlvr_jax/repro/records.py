@@ -85,17 +85,13 @@ def save(run: runs_lib.Run, records: Path) -> Path | None:
     if run.status != runs_lib.DONE or run.manifest.get("restored_from"):
         return None
     target = path(records, run.key)
-    if target.is_file():
-        old = load(target)
-        if old["manifest"].get("attempts") == run.manifest.get("attempts"):
-            return None
-        mine = recorded_weights({"manifest": run.manifest})
-        if conflicts(recorded_weights(old), mine):  # the first record stays: other pages use it
-            target = path(records, run.key, mine)
-            if target.is_file() and (
-                load(target)["manifest"].get("attempts") == run.manifest.get("attempts")
-            ):
-                return None
+    old = load(target) if target.is_file() else None
+    mine = recorded_weights({"manifest": run.manifest})
+    if old is not None and conflicts(recorded_weights(old), mine):
+        target = path(records, run.key, mine)  # the first record stays: other pages use it
+        old = load(target) if target.is_file() else None
+    if old is not None and old["manifest"].get("attempts") == run.manifest.get("attempts"):
+        return None
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     # mtime=0: the same record compresses to the same bytes (no spurious git diffs).
