@@ -7,6 +7,8 @@ prompt, trained on the unguided prompt with the truncated weight
 w = clip(π_old / μ, 0, 2) (experiments/oc_grpo/oc_grpo.py).
 """
 
+import dataclasses
+
 from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.miniature import COMMON, GRPO, GRPO_ARITHMETIC, TUNING, as_role, shrunk
 
@@ -52,8 +54,11 @@ def get_reproduction() -> Reproduction:
                 "oc_grpo/oc_grpo.py:arithmetic",
                 note="the same on the arithmetic base, whose SFT had a 50% share of prompts "
                 "with the reference solution in context (docs/base_models.md)",
+                baseline="grpo@arith",
             ),
-            as_role(GRPO_ARITHMETIC, "baseline", "grpo@arith"),
+            dataclasses.replace(
+                as_role(GRPO_ARITHMETIC, "baseline", "grpo@arith"), baseline="grpo@arith"
+            ),
         ),
         baseline="grpo",
         metrics=(PASS_1, pass_at(8), WEIGHT, TRUNCATED, GUIDED_PASS),

@@ -166,17 +166,36 @@ def _run_line(c: dict) -> str:
     )
 
 
+def _start(c: dict) -> tuple[str, str]:
+    """The task and the policy a run of config `c` starts from (its before-RL group)."""
+    model = c.get("model", {})
+    return c.get("task", {}).get("name", "?"), f"{model.get('domain', '?')} {model.get('role', '')}"
+
+
+def _before_rl(results: list[RunResult]) -> list[str]:
+    """Held-out pass@1 before RL, one figure per (task, starting policy) of the finished runs."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        if r.done:
+            groups.setdefault(_start(r.run.config), []).append(r)
+    head = "- Before RL (the step-0 evaluation of the finished runs): held-out pass@1 "
+    if len(groups) == 1:
+        (rs,) = groups.values()
+        return [head + f"{fmt_summary(Summary.of([r.before for r in rs]), PASS_1_BEFORE)} %."]
+    parts = []
+    for (task, start), rs in groups.items():
+        arms = ", ".join(dict.fromkeys(r.run.arm.name for r in rs))
+        before = fmt_summary(Summary.of([r.before for r in rs]), PASS_1_BEFORE)
+        parts.append(f"{before} % on `{task}` from the {start.strip()} (arms {arms})")
+    return [head + "; ".join(parts) + "."] if parts else []
+
+
 def _setup(repro: Reproduction, results: list[RunResult]) -> str:
     c = results[0].run.config if results else {}
     lines = []
     if c:
         lines.append(_run_line(c))
-    before = Summary.of([r.before for r in results if r.done])
-    if before.n:
-        lines.append(
-            f"- Before RL (the step-0 evaluation of the finished runs): held-out pass@1 "
-            f"{fmt_summary(before, PASS_1_BEFORE)} %."
-        )
+    lines += _before_rl(results)
     lines.append("- Arms (config file under `experiments/`, overrides on top of the common ones):")
     for a in repro.arms:
         over = ", ".join(f"`{k}={v}`" for k, v in a.overrides.items()) or "none"

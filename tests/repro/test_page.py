@@ -118,6 +118,30 @@ def test_an_arm_with_its_own_baseline_is_compared_with_it():
         dataclasses.replace(REPRO, arms=(REPRO.arms[0], bad))
 
 
+def test_before_rl_is_given_per_task_and_starting_policy():
+    """A page with arms on two bases (OC-GRPO's @arith arms) gives one before-RL figure each."""
+    from rlvr_jax.repro.page import _before_rl
+
+    def result(arm, seed, task, before, status="done"):
+        config = {"task": {"name": task}, "model": {"domain": task, "role": "base"}}
+        run = Run(REPRO.arm(arm), seed, config, f"k{arm}{seed}{task}", None, ["x"], {})
+        run.manifest["status"] = status
+        return RunResult(run, {}, before=before)
+
+    one = [result("base", 0, "countdown", 0.20), result("m", 0, "countdown", 0.22)]
+    assert _before_rl(one) == [
+        "- Before RL (the step-0 evaluation of the finished runs): held-out pass@1 21.0 ± 1.4 %."
+    ]
+    two = one + [
+        result("m", 1, "arithmetic", 0.50),
+        result("m", 2, "arithmetic", 0.54),
+        result("m", 3, "arithmetic", 0.99, status="crashed"),  # not a finished run: left out
+    ]
+    (line,) = _before_rl(two)
+    assert "21.0 ± 1.4 % on `countdown` from the countdown base (arms base, m)" in line
+    assert "52.0 ± 2.8 % on `arithmetic` from the arithmetic base (arms m)." in line
+
+
 def test_page_names_the_warm_start_weights_and_flags_a_retrained_one():
     assert "not recorded" in warm_start_line({})
     line = warm_start_line({"countdown-base-x": ["aaa"], "tool-base-y": ["bbb", "ccc"]})
