@@ -50,20 +50,22 @@ def get_reproduction() -> Reproduction:
                 paper="Pass@32 more than doubled vs base",
             ),
             Claim(
-                "a fixed negative advantage matches the teacher's (a tie is the paper's finding)",
+                "a fixed negative advantage matches the teacher's (within 2 points: our margin)",
                 "pass@1",
                 "fixed-neg",
                 "opd",
-                "higher",
+                "within",
                 paper="≈ 0",
+                margin=0.02,  # ours: the paper reports a tie without a bound
             ),
             Claim(
-                "removing noisy teacher tokens does not matter (a tie is the finding)",
+                "removing noisy teacher tokens does not matter (within 2 points: our margin)",
                 "pass@1",
                 "opd-denoised",
                 "opd",
-                "higher",
+                "within",
                 paper="≈ 0",
+                margin=0.02,  # ours: the paper reports a tie without a bound
             ),
         ),
         shrunk=shrunk(extra="Qwen3-1.7B on AIME24 in the paper."),
