@@ -10,11 +10,19 @@ the SFT cold start (60 steps on the teacher's verified samples) then the same RL
 An arm's value is the held-out evaluation of its pipeline's last export.
 """
 
-from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
+from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.metrics import GAIN, PASS_1_BEFORE
 from rlvr_jax.repro.miniature import TUNING
 
 PIPE = "seq_opd_rl/pipeline.py:{},cpu"
+SWITCH = Metric(
+    "OPD steps",
+    "opd",
+    reduce="stage_steps",
+    fmt="{:.1f}",
+    doc="steps the sequential arm's OPD stage ran before its plateau switch to RL (cap 20; "
+    "0 for the arms without that stage)",
+)
 
 
 def get_reproduction() -> Reproduction:
@@ -66,7 +74,7 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         baseline="rl",
-        metrics=(PASS_1_BEFORE, PASS_1, GAIN, pass_at(8), pass_at(64)),
+        metrics=(PASS_1_BEFORE, PASS_1, GAIN, pass_at(8), pass_at(64), SWITCH),
         claims=tuple(claims),
         shrunk=(
             "a 0.92M-parameter policy and its warm-start teacher SFT-trained from scratch on "

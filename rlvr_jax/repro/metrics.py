@@ -138,6 +138,10 @@ def metric_value(records: list[dict], group_size: int, metric: Metric) -> float:
             if _number(e.get(metric.key)) >= metric.target:
                 return 0.0 if e["step"] == 0 else float(by_step.get(e["step"], math.nan))
         return math.nan
+    if metric.reduce == "stage_steps":
+        if not any("stage" in r for r in records):
+            return math.nan
+        return float(sum(r.get("stage") == metric.key for r in train))
     values = [_number(r[metric.key]) for r in train if metric.key in r]
     if not values:
         return math.nan

@@ -58,16 +58,26 @@ def group_size(config: Mapping[str, Any]) -> int:
     return 1
 
 
-def eval_record(results: Mapping[str, Mapping[str, float]], step: int, stage: str) -> dict:
-    """One eval record from a pipeline evaluation {task: {"pass@k": value}}.
+def _pass_at(result: Mapping[str, Any]) -> dict[str, float]:
+    """A task's pass@k values: its "pass@k" keys, and pass@k for k = 1..n from its curve."""
+    out = {k: v for k, v in result.items() if k.startswith("pass@")}
+    for k, v in enumerate(result.get("passk", ()), start=1):
+        out.setdefault(f"pass@{k}", float(v))
+    return out
 
-    One task: its pass@k keys as they are. Several: each as "<task>/pass@k" and
+
+def eval_record(results: Mapping[str, Mapping[str, Any]], step: int, stage: str) -> dict:
+    """One eval record from a pipeline evaluation {task: {"pass@k": value, "passk": curve}}.
+
+    A task's pass@k: its "pass@k" keys, and every k of its pass@k curve (`passk`,
+    k = 1..n). One task: those keys as they are. Several: each as "<task>/pass@k" and
     "pass@k" as the mean over the tasks that report it.
     """
     rec: dict[str, Any] = {"step": step, "split": "eval", "stage": stage}
+    results = {t: _pass_at(r) for t, r in results.items()}
     tasks = list(results)
     if len(tasks) == 1:
-        rec.update({k: v for k, v in results[tasks[0]].items() if k.startswith("pass@")})
+        rec.update(results[tasks[0]])
         return rec
     keys = sorted({k for r in results.values() for k in r if k.startswith("pass@")})
     for k in keys:

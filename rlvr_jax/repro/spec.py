@@ -42,6 +42,7 @@ REDUCTIONS = (
     "tokens",
     "effective_per_1k",
     "rollouts_to",
+    "stage_steps",
 )
 
 
@@ -91,7 +92,9 @@ class Metric:
         the run), "tokens" (response tokens generated over the run),
         "effective_per_1k" (groups with reward variance > 0 per 1000 rollouts), or
         "rollouts_to" (rollouts generated until the eval value of `key` first
-        reaches `target`; NaN if it never does).
+        reaches `target`; NaN if it never does), or "stage_steps" (train steps of
+        the pipeline stage named `key`: 0 when the pipeline has no such stage, NaN
+        for a run that is not a pipeline).
       scale: display factor (100 for percent).
       fmt: display format of a scaled value.
       target: the threshold of "rollouts_to".

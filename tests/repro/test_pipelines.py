@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
 
-from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at, pipelines
+from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at, pipelines
 from rlvr_jax.repro import runs as runs_lib
-from rlvr_jax.repro.metrics import PASS_1_BEFORE, ROLLOUTS
+from rlvr_jax.repro.metrics import PASS_1_BEFORE, ROLLOUTS, metric_value
 from tests.repro.conftest import page_text
 
 SEQ = "seq_opd_rl/pipeline.py:sequential,pulse"
@@ -117,6 +118,17 @@ def test_joined_series_offsets_stages_and_uses_the_steps_they_ran(tmp_path):
         ("train", 4, "rl"),
         ("eval", 4, "rl"),
     ]
+    # "stage_steps": the steps a stage ran (the plateau switch's step for OPD)
+    steps = {n: Metric(n, n, reduce="stage_steps") for n in ("opd", "rl", "sft")}
+    assert {n: metric_value(records, 8, m) for n, m in steps.items()} == {
+        "opd": 2.0,
+        "rl": 2.0,
+        "sft": 0.0,
+    }
+    plain = [r for r in records if r["split"] == "eval"]
+    for r in plain:
+        del r["stage"]
+    assert math.isnan(metric_value(plain, 8, steps["opd"]))  # not a pipeline's series
 
 
 def test_a_pipeline_stopped_before_its_last_stage_is_resumed(tmp_path):
@@ -151,3 +163,14 @@ def test_eval_record_of_several_tasks_is_their_mean():
     assert rec["pass@8"] != rec["pass@8"]  # NaN: not every task reports it
     one = pipelines.eval_record({"countdown": {"pass@1": 0.2, "other": 3}}, 0, "base")
     assert one == {"step": 0, "split": "eval", "stage": "base", "pass@1": 0.2}
+    # pass@k for every k of the evaluation's curve (k = 1..n), beside its own keys
+    curve = pipelines.eval_record(
+        {"arithmetic": {"pass@1": 0.5, "pass@4": 0.9, "passk": [0.5, 0.7, 0.8, 0.9]}}, 3, "rl"
+    )
+    assert {k: curve[k] for k in ("pass@1", "pass@2", "pass@3", "pass@4")} == {
+        "pass@1": 0.5,
+        "pass@2": 0.7,
+        "pass@3": 0.8,
+        "pass@4": 0.9,
+    }
+    assert "passk" not in curve
