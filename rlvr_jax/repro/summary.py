@@ -101,7 +101,11 @@ def summary_text(docs: Path, experiments: Path = EXPERIMENTS) -> str:
         "of mean ± sd, the curves, the exact commands, runtime and machine, and what was shrunk "
         "relative to the paper. Rebuild a page with `python scripts/reproduce.py <slug>` and "
         "this table with `python scripts/reproduce.py --all`; finished runs are kept "
-        "in `reproductions/records/`, so `--no-train` rebuilds a page on a fresh clone.\n",
+        "in `reproductions/records/`, so `--no-train` rebuilds a page on a fresh clone. A "
+        "machine whose warm-start cache (`~/.cache/rlvr_jax/warmstart`) holds other weights "
+        "restores only the records made on those; rebuild the recorded pages there with an "
+        "empty cache (`HOME=$(mktemp -d) python scripts/reproduce.py <slug> --no-train "
+        "--root $(mktemp -d)`).\n",
         f"Verdict rule: {stats.RULE}\n",
         f"Counts: {counts_line(counts(table))}.\n",
         "| slug | paper's claim | our arms | our result | verdict | link |",
