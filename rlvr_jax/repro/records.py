@@ -138,19 +138,27 @@ NOT_CACHED = "its warm starts are not cached here yet (restored once they are, i
 
 
 def preferred_weights(runs: list[runs_lib.Run], records: Path) -> dict[str, str]:
-    """The warm-start weights most of `runs` have a record on (name -> digest; {} if none).
+    """The recorded warm-start weights that most of `runs` can be restored on (name -> digest).
 
-    With no warm start cached, a page restores every run from this one set of
-    weights, so its arms are compared on one base.
+    Each set of weights some record names is scored by the number of the runs'
+    keys with a record that agrees with it (no warm start named by both with other
+    weights); ties go to the set naming more warm starts. Records of one machine
+    may name different subsets of its warm starts (a run names those it loaded), so
+    sets are compared by agreement, not by equality. With no warm start cached, a
+    page restores every run on the chosen set, so its arms are compared on one base.
+    Returns {} when no record names its weights.
     """
-    votes: dict[str, tuple[int, dict[str, str]]] = {}
-    for key in {r.key for r in runs}:
-        for file in versions(records, key):
-            w = recorded_weights(load(file))
-            if w:
-                tag = weights_tag(w)
-                votes[tag] = (votes.get(tag, (0, w))[0] + 1, w)
-    return max(votes.values(), key=lambda v: v[0])[1] if votes else {}
+    per_key = [
+        [recorded_weights(load(f)) for f in versions(records, key)] for key in {r.key for r in runs}
+    ]
+    candidates = {weights_tag(w): w for found in per_key for w in found if w}
+
+    def score(tag: str) -> tuple[int, int, str]:
+        w = candidates[tag]
+        agreeing = sum(any(v and not conflicts(v, w) for v in found) for found in per_key)
+        return agreeing, len(w), tag  # the tag makes a full tie deterministic
+
+    return candidates[max(candidates, key=score)] if candidates else {}
 
 
 def restore(

@@ -163,6 +163,34 @@ def test_the_preferred_weights_are_those_most_of_the_page_runs_have_records_on(t
     assert records_lib.preferred_weights(runs, tmp_path / "empty") == {}
 
 
+def test_preferred_weights_compare_records_naming_different_warm_starts(tmp_path, fake):
+    """H2SD's case: one machine's records name different subsets of its warm starts;
+    counting equal sets split that machine's votes (here 2 + 1 + 2 against 3) and
+    chose the other machine's weights, which fewer of the runs have a record on."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0, 1, 2])
+    records = tmp_path / "docs" / "records"
+    runs = runs_lib.plan(repro, [0, 1, 2], tmp_path / "root")
+    keys = sorted({r.key for r in runs})
+    assert len(keys) == 6
+    old = {"p": "old", "b": "old"}
+    mine = [{"p": "new"}, {"p": "new"}, {"p": "new", "t": "new"}, {"p": "new", "b": "new"}]
+    for i, key in enumerate(keys):
+        file = records_lib.path(records, key)
+        if i < 3:  # only on the new machine
+            _set_weights(file, mine[i])
+            continue
+        data = file.read_bytes()
+        _set_weights(file, old)  # the old machine's record first
+        if i < 5:  # rerun on the new machine: kept beside it
+            beside = records_lib.path(records, key, mine[3])
+            beside.write_bytes(data)
+            _set_weights(beside, mine[3])
+    # new weights agree with 5 keys' records, the old ones with 3 (keys 3, 4, 5)
+    preferred = records_lib.preferred_weights(runs, records)
+    assert preferred["p"] == "new" and len(preferred) == 2, preferred
+
+
 def test_training_restores_a_record_only_once_its_base_is_built_here_and_matches(
     tmp_path, monkeypatch, fake
 ):
