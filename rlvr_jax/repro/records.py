@@ -140,13 +140,16 @@ NOT_CACHED = "its warm starts are not cached here yet (restored once they are, i
 def preferred_weights(runs: list[runs_lib.Run], records: Path) -> dict[str, str]:
     """The recorded warm-start weights that most of `runs` can be restored on (name -> digest).
 
-    Each set of weights some record names is scored by the number of the runs'
-    keys with a record that agrees with it (no warm start named by both with other
-    weights); ties go to the set naming more warm starts. Records of one machine
-    may name different subsets of its warm starts (a run names those it loaded), so
-    sets are compared by agreement, not by equality. With no warm start cached, a
-    page restores every run on the chosen set, so its arms are compared on one base.
-    Returns {} when no record names its weights.
+    A record names the weights of the warm starts cached when its run started, so
+    one machine's records name different subsets of its warm starts, and a page
+    may use several bases (OC-GRPO: Countdown and arithmetic). Each set of weights
+    some record names is scored by the number of the runs' keys with a record that
+    agrees with it (no warm start named by both with other weights); ties go to
+    the set naming more warm starts. The sets are then merged best first, each one
+    that agrees with the merge so far, so every base of the page is pinned to the
+    weights most of its runs share. With no warm start cached, a page restores
+    every run on these weights, so its arms are compared on one base per warm
+    start. Returns {} when no record names its weights.
     """
     per_key = [
         [recorded_weights(load(f)) for f in versions(records, key)] for key in {r.key for r in runs}
@@ -158,7 +161,11 @@ def preferred_weights(runs: list[runs_lib.Run], records: Path) -> dict[str, str]
         agreeing = sum(any(v and not conflicts(v, w) for v in found) for found in per_key)
         return agreeing, len(w), tag  # the tag makes a full tie deterministic
 
-    return candidates[max(candidates, key=score)] if candidates else {}
+    merged: dict[str, str] = {}
+    for tag in sorted(candidates, key=score, reverse=True):
+        if not conflicts(candidates[tag], merged):
+            merged.update(candidates[tag])
+    return merged
 
 
 def restore(

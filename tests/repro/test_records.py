@@ -188,7 +188,14 @@ def test_preferred_weights_compare_records_naming_different_warm_starts(tmp_path
             _set_weights(beside, mine[3])
     # new weights agree with 5 keys' records, the old ones with 3 (keys 3, 4, 5)
     preferred = records_lib.preferred_weights(runs, records)
-    assert preferred["p"] == "new" and len(preferred) == 2, preferred
+    assert preferred == {"p": "new", "b": "new", "t": "new"}, preferred
+    # OC-GRPO's case: a second base "a" that only the new machine has (it agrees
+    # with every record, as it is named by no old one): it is added, not chosen
+    # instead of the new machine's "p", "b"
+    _set_weights(records_lib.path(records, keys[0]), {"a": "x", "q": "x", "r": "x", "s": "x"})
+    # scores: {a, q, r, s} 6 keys; the new sets 5 each; the old set 4 (keys 0, 3, 4, 5)
+    preferred = records_lib.preferred_weights(runs, records)
+    assert preferred == {"a": "x", "q": "x", "r": "x", "s": "x", "p": "new", "b": "new", "t": "new"}
 
 
 def test_training_restores_a_record_only_once_its_base_is_built_here_and_matches(
