@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 
 import pytest
@@ -231,3 +232,19 @@ def test_training_restores_a_record_only_once_its_base_is_built_here_and_matches
     assert sorted(p.name for p in records.iterdir() if "+" in p.name) == sorted(
         f"{r.key}+{records_lib.weights_tag({'w': 'bbb'})}.json.gz" for r in (grpo, sara)
     )
+
+
+def test_every_finished_run_on_a_committed_page_has_its_record():
+    """A page whose runs have no records cannot be rebuilt on a fresh clone (the
+    agentic page showed runs of an older config that no record kept)."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "reproductions"
+    row = re.compile(r"^\| [^|]+ \| \d+ \| done \|.*\| `([0-9a-f]{16})` \|$", re.M)
+    pages = sorted(docs.glob("*.md"))
+    assert len(pages) >= 28
+    for page in pages:
+        keys = row.findall(page.read_text())
+        assert keys, f"{page.name}: no finished runs listed"
+        missing = [k for k in keys if not records_lib.versions(docs / "records", k)]
+        assert not missing, f"{page.name}: runs without a record: {missing}"
