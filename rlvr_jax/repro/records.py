@@ -86,7 +86,7 @@ def save(run: runs_lib.Run, records: Path) -> Path | None:
         return None
     target = path(records, run.key)
     old = load(target) if target.is_file() else None
-    mine = recorded_weights({"manifest": run.manifest})
+    mine = manifest_weights(run.manifest)
     if old is not None and conflicts(recorded_weights(old), mine):
         target = path(records, run.key, mine)  # the first record stays: other pages use it
         old = load(target) if target.is_file() else None
@@ -121,12 +121,17 @@ def load(file: Path) -> dict[str, Any]:
     return rec
 
 
-def recorded_weights(rec: dict[str, Any]) -> dict[str, str]:
-    """Warm-start name -> weight digest of the record's last attempt that recorded them."""
-    for attempt in reversed(rec["manifest"].get("attempts", [])):
+def manifest_weights(manifest: dict[str, Any]) -> dict[str, str]:
+    """Warm-start name -> weight digest of a run manifest's last attempt that recorded them."""
+    for attempt in reversed(manifest.get("attempts", [])):
         if attempt.get("warm_starts"):
             return dict(attempt["warm_starts"])
     return {}
+
+
+def recorded_weights(rec: dict[str, Any]) -> dict[str, str]:
+    """Warm-start name -> weight digest of a record (its manifest's, `manifest_weights`)."""
+    return manifest_weights(rec["manifest"])
 
 
 # What `restore` did with a run.

@@ -11,7 +11,7 @@ import math
 
 from rlvr_jax.repro import metrics as metrics_lib
 from rlvr_jax.repro import pipelines
-from rlvr_jax.repro.records import recorded_weights
+from rlvr_jax.repro.records import manifest_weights
 from rlvr_jax.repro.runs import DONE, Run
 from rlvr_jax.repro.spec import Claim, Reproduction
 from rlvr_jax.repro.stats import MIXED_WEIGHTS, Difference, Summary, verdict
@@ -106,7 +106,7 @@ def mixed_weights(results: list[RunResult], arms: tuple[str, ...]) -> bool:
     seen: dict[str, str] = {}
     for r in results:
         if r.done and r.run.arm.name in arms:
-            for name, digest in recorded_weights({"manifest": r.run.manifest}).items():
+            for name, digest in manifest_weights(r.run.manifest).items():
                 if seen.setdefault(name, digest) != digest:
                     return True
     return False
