@@ -5,9 +5,10 @@ A row is the paper's headline verdict when its page exists
 verdicts, "not built yet (<open work>)" when the
 method does not run end to end, "not run by the harness (<how it is run>)" for
 a built pipeline or analysis (its result and link: what its own docs page
-measured), "not run yet" when its reproduction is declared but no page was
-written. The README carries the verdict counts between two
-marker comments, rewritten by `update_readme`.
+measured; with the seeds for one, that measurement's verdict by the same rule,
+"<verdict> (measured outside the harness: <how>)"), "not run yet" when its
+reproduction is declared but no page was written. The README carries the verdict
+counts between two marker comments, rewritten by `update_readme`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rlvr_jax.repro.runs import EXPERIMENTS, REPO
 NOT_BUILT = "not built yet"
 NOT_RUN = "not run yet"
 MANUAL = "not run by the harness"
+MEASURED_OUTSIDE = "measured outside the harness"
 README_BEGIN = "<!-- reproductions:begin (scripts/reproduce.py --all rewrites this block) -->"
 README_END = "<!-- reproductions:end -->"
 
@@ -58,7 +60,11 @@ def rows(docs: Path, experiments: Path = EXPERIMENTS) -> list[dict]:
         elif p.blocked:
             row["verdict"] = f"{NOT_BUILT} ({p.blocked})"
         elif p.manual:
-            row["verdict"] = f"{MANUAL} ({p.manual})"
+            row["verdict"] = (
+                f"{p.manual_verdict} ({MEASURED_OUTSIDE}: {p.manual})"
+                if p.manual_verdict
+                else f"{MANUAL} ({p.manual})"
+            )
             row["result"] = p.manual_result or "–"
             row["link"] = f"[page]({p.manual_link})" if p.manual_link else ""
         elif declared(p.slug, experiments):
@@ -73,7 +79,8 @@ def counts(table: list[dict]) -> Counter:
     """Verdict -> number of papers ("not built yet", "not run by the harness": one kind each)."""
 
     def kind(verdict: str) -> str:
-        return next((k for k in (NOT_BUILT, MANUAL) if verdict.startswith(k)), verdict)
+        kinds = (NOT_BUILT, MANUAL, *stats.VERDICTS)
+        return next((k for k in kinds if verdict.startswith(k)), verdict)
 
     return Counter(kind(r["verdict"]) for r in table)
 

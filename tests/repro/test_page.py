@@ -194,6 +194,26 @@ def test_page_lists_every_run_and_the_command():
     assert s["claims"][0]["verdict"] == "reproduces" and s["crashed"] == 1
 
 
+def test_a_measurement_outside_the_harness_with_seeds_counts_under_its_verdict(
+    tmp_path, monkeypatch
+):
+    verdicts = {"ebl": "opposite", "multilingual": ""}  # one judged, one without seeds
+    papers = tuple(
+        dataclasses.replace(p, manual_verdict=verdicts[p.slug]) if p.slug in verdicts else p
+        for p in PAPERS
+    )
+    monkeypatch.setattr(summary_lib, "PAPERS", papers)
+    (tmp_path / "reproductions").mkdir()
+    table = summary_lib.rows(tmp_path, tmp_path / "experiments")
+    by = {r["slug"]: r for r in table}
+    assert by["ebl"]["verdict"].startswith("opposite (measured outside the harness: ")
+    assert by["multilingual"]["verdict"].startswith(summary_lib.MANUAL + " (")
+    c = summary_lib.counts(table)
+    assert c["opposite"] == 1 and c[summary_lib.MANUAL] == 1  # no page exists in tmp_path
+    with pytest.raises(ValueError, match="manual_verdict 'works'"):
+        dataclasses.replace(papers[0], manual="x", manual_verdict="works")
+
+
 def test_summary_has_thirty_rows_and_counts(tmp_path):
     assert len({p.slug for p in PAPERS}) == len(PAPERS) == 30
     docs = tmp_path / "docs"
@@ -212,15 +232,20 @@ def test_summary_has_thirty_rows_and_counts(tmp_path):
     assert by["sara"]["result"].endswith("; rollouts m vs base: not resolved at this scale")
     assert by["vigor"]["verdict"] == summary_lib.NOT_RUN
     assert by["spyrl"]["verdict"] == "no reproduction declared"  # no repro.py in `exp`
-    assert by["ebl"]["verdict"].startswith(summary_lib.MANUAL)
-    # A row run outside the harness carries what its own page measured, and links it.
-    for slug in ("ebl", "multilingual"):
-        assert "no verdict" in by[slug]["result"], slug
-        target = by[slug]["link"].removeprefix("[page](").removesuffix(")")
-        assert (summary_lib.REPO / "docs" / target).is_file(), by[slug]["link"]
+    # A row run outside the harness carries what its own page measured, and links it;
+    # with the seeds for a verdict, that verdict (counted with the harness's).
+    manual = [p for p in PAPERS if p.manual]
+    for p in manual:
+        row = by[p.slug]
+        assert row["result"] == p.manual_result and p.manual_result, p.slug
+        kind = p.manual_verdict or summary_lib.MANUAL
+        assert row["verdict"].startswith(kind), p.slug
+        target = row["link"].removeprefix("[page](").removesuffix(")")
+        assert (summary_lib.REPO / "docs" / target).is_file(), row["link"]
     c = summary_lib.counts(table)
     assert c["reproduces"] == 1 and c[summary_lib.NOT_BUILT] == sum(bool(p.blocked) for p in PAPERS)
-    assert c[summary_lib.MANUAL] == sum(bool(p.manual) for p in PAPERS) == 2
+    assert c[summary_lib.MANUAL] == sum(bool(p.manual and not p.manual_verdict) for p in PAPERS)
+    assert len(manual) == 2
     text = summary_lib.summary_text(docs, exp)
     assert text.count("\n| ") == 31  # header + 30 rows
     readme = tmp_path / "README.md"
