@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
-import numpy as np
+from rlvr_jax.analysis.seeds import seed_table
 
 
 def _load(run: str) -> dict:
@@ -47,22 +46,8 @@ def seed_row(d: dict) -> dict[str, float]:
     return row
 
 
-def mean_sd_se(values: list[float]) -> tuple[float, float, float]:
-    v = np.asarray(values, np.float64)
-    sd = float(v.std(ddof=1)) if v.size > 1 else math.nan
-    return float(v.mean()), sd, sd / math.sqrt(v.size)
-
-
 def table(runs: list[str]) -> str:
-    rows = [seed_row(_load(r)) for r in runs]
-    keys = list(rows[0])
-    out = ["| run | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    for run, row in zip(runs, rows, strict=True):
-        out.append(f"| {Path(run).name} | " + " | ".join(f"{row[k]:.3f}" for k in keys) + " |")
-    stats = [mean_sd_se([row[k] for row in rows]) for k in keys]
-    out.append("| mean ± sd | " + " | ".join(f"{m:.3f} ± {sd:.3f}" for m, sd, _ in stats) + " |")
-    out.append("| s.e. | " + " | ".join(f"{se:.3f}" for _, _, se in stats) + " |")
-    return "\n".join(out)
+    return seed_table([Path(r).name for r in runs], [seed_row(_load(r)) for r in runs])
 
 
 def main() -> None:

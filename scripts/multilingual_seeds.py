@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import numpy as np
+
+from rlvr_jax.analysis.seeds import seed_table
 
 
 def _load(out: str) -> dict:
@@ -52,19 +53,7 @@ def seed_row(m: dict) -> dict[str, float]:
 
 def table(outs: list[str]) -> str:
     rows = [seed_row(_load(o)) for o in outs]
-    keys = list(rows[0])
-    lines = ["| seed run | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    for out, row in zip(outs, rows, strict=True):
-        lines.append(f"| {Path(out).name} | " + " | ".join(f"{row[k]:.3f}" for k in keys) + " |")
-    summary, errors = [], []
-    for k in keys:
-        v = np.asarray([row[k] for row in rows], np.float64)
-        sd = float(v.std(ddof=1)) if v.size > 1 else math.nan
-        summary.append(f"{v.mean():.3f} ± {sd:.3f}")
-        errors.append(f"{sd / math.sqrt(v.size):.3f}")
-    lines.append("| mean ± sd | " + " | ".join(summary) + " |")
-    lines.append("| s.e. | " + " | ".join(errors) + " |")
-    return "\n".join(lines)
+    return seed_table([Path(o).name for o in outs], rows, first="seed run")
 
 
 def main() -> None:
