@@ -1,7 +1,8 @@
 """The curves of a reproduction: one panel per curve, one colour per arm.
 
 Each arm's seed-mean is drawn solid over the per-seed curves drawn faint (a
-seed-mean point averages the seeds that logged that step).
+seed-mean point averages the seeds that logged that step, or, where the seeds
+were evaluated at different steps as often, their i-th points: `seed_mean`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ def _mean_curve(curves: list[tuple[list[int], list[float]]]) -> tuple[list[int],
     return steps, [float(np.mean(by_step[s])) for s in steps]
 
 
+def seed_mean(split: str, curves: list[tuple[list, list[float]]]) -> tuple[list, list[float]]:
+    """An arm's seed-mean curve: by step, or by point index where the seeds' steps differ.
+
+    Cost curves (x = rollouts) and eval curves whose seeds were evaluated at different
+    steps but as often (a pipeline whose plateau switch fired at another step in each
+    seed) average the i-th points; averaging by step would zigzag between seeds.
+    """
+    if split == "cost":
+        return _mean_by_index(curves)
+    steps = {tuple(s) for s, _ in curves}
+    if split == "eval" and len(steps) > 1 and len({len(s) for s in steps}) == 1:
+        return _mean_by_index(curves)
+    return _mean_curve(curves)
+
+
 def plot_arms(repro: Reproduction, results: list[RunResult], path: Path) -> None:
     """Saves a PNG: for each curve (held-out pass@1, train reward, the method's
     per-step metrics) the arms' seed-mean curves over their faint per-seed curves."""
@@ -59,8 +75,7 @@ def plot_arms(repro: Reproduction, results: list[RunResult], path: Path) -> None
             for steps, values in curves:
                 ax.plot(steps, values, color=colour, alpha=0.25, lw=0.8)
             if curves:
-                mean = _mean_by_index if split == "cost" else _mean_curve
-                steps, values = mean(curves)
+                steps, values = seed_mean(split, curves)
                 marker = None if split == "train" else "o"
                 ax.plot(steps, values, color=colour, marker=marker, label=arm.name)
         ax.set_title(title if split == "cost" else f"{title} ({split})")

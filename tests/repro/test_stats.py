@@ -123,3 +123,17 @@ def test_cost_curve_pairs_each_eval_with_the_rollouts_before_it():
 
     xs, ys = cost_curve(_records(), 8)
     assert xs == [0.0, 32 + 20, 32 + 20 + 16] and ys == [0.20, 0.25, 0.30]
+
+
+def test_seed_mean_curves_align_by_step_or_by_point():
+    from rlvr_jax.repro.plot import seed_mean
+
+    same = [([0, 5, 10], [0.1, 0.2, 0.3]), ([0, 5, 10], [0.3, 0.4, 0.5])]
+    assert seed_mean("eval", same) == ([0, 5, 10], pytest.approx([0.2, 0.3, 0.4]))
+    # a pipeline's switch at step 8 in one seed, 12 in the other: the i-th points pair up
+    switched = [([0, 8, 24], [0.5, 0.6, 0.7]), ([0, 12, 28], [0.5, 0.8, 0.9])]
+    xs, ys = seed_mean("eval", switched)
+    assert xs == [0, 10, 26] and ys == pytest.approx([0.5, 0.7, 0.8])
+    # train curves stay by step (a seed that logged fewer steps is averaged where it has them)
+    train = [([1, 2, 3], [1.0, 2.0, 3.0]), ([1, 2], [3.0, 4.0])]
+    assert seed_mean("train", train) == ([1, 2, 3], pytest.approx([2.0, 3.0, 3.0]))
