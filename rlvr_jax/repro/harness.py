@@ -83,13 +83,13 @@ def reproduce(
         # Training: only records on the weights cached here (a base built by this
         # harness's first run is checked again before each later run, `prepare`).
         outcome = records_lib.restore(r, records, prefer=prefer, require_cached=train)
-        restored += outcome == records_lib.RESTORED
+        restored += outcome in (records_lib.RESTORED, records_lib.KEPT)
         if outcome == records_lib.OTHER_WEIGHTS:
             echo(
                 f"  {r.arm.name} seed {r.seed}: record {r.key} {outcome}; not restored (a new run)"
             )
-    for r in runs:  # arms sharing a restored run read its manifest too
-        r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
+    for r in runs:  # arms sharing a restored (or removed) copy read its manifest too
+        r.manifest = runs_lib.read_manifest(r.workdir)
     echo(
         f"{repro.slug}: {len(runs)} runs ({len({r.key for r in runs})} distinct"
         + (f", {restored} restored from {records}" if restored else "")

@@ -134,8 +134,27 @@ def recorded_weights(rec: dict[str, Any]) -> dict[str, str]:
     return manifest_weights(rec["manifest"])
 
 
+def _copy_of(workdir: Path, records: Path) -> str:
+    """The record file a workdir is an unchanged copy of ("" for a run made here)."""
+    manifest = runs_lib.read_manifest(workdir)
+    src = manifest.get("restored_from", "")
+    file = Path(records) / src
+    if not src or not file.is_file():
+        return ""
+    return src if load(file)["manifest"].get("attempts") == manifest.get("attempts") else ""
+
+
+def _remove_copy(run: runs_lib.Run, copy: str) -> None:
+    """Empties a workdir that only held a copy of a record (`copy` = its file name)."""
+    if copy:
+        for name in (METRICS, CONFIG, runs_lib.MANIFEST):
+            (run.workdir / name).unlink(missing_ok=True)
+        run.manifest = {}
+
+
 # What `restore` did with a run.
 RESTORED = "restored"
+KEPT = "already restored"  # the workdir holds an unchanged copy of the chosen record
 LOCAL = "local run"  # the workdir already holds a run started here
 NO_RECORD = "no record"
 OTHER_WEIGHTS = "trained on other warm-start weights than this machine's cache"
@@ -183,13 +202,17 @@ def restore(
 ) -> str:
     """Fills an empty workdir of `run` from one of its records; says what it did.
 
-    Returns RESTORED when it filled the workdir, else why not: LOCAL, NO_RECORD,
-    OTHER_WEIGHTS or NOT_CACHED.
+    Returns RESTORED when it filled the workdir, KEPT when it already held a copy
+    of the chosen record, else why not: LOCAL, NO_RECORD, OTHER_WEIGHTS or NOT_CACHED.
 
     A workdir that already holds a config.json (a run started here, finished or
-    not) is left alone: local runs win over records. So is a record trained on a
-    warm start whose cached weights here differ (`local_weights`, name -> digest,
-    default `runs.warm_start_digests`): a retrained base makes its runs new
+    not) is left alone: local runs win over records. A workdir that is only a
+    copy of a record (`restored_from`, with that record's attempts) is chosen
+    again like an empty one: another page sharing the run may have restored the
+    version on other weights (its majority), and a copy that no longer fits is
+    removed (it holds nothing the record lacks). A record trained on a warm start
+    whose cached weights here differ (`local_weights`, name -> digest, default
+    `runs.warm_start_digests`) is not restored: a retrained base makes its runs new
     measurements, not more seeds of the recorded ones. Among the versions that
     agree with the cache, the one matching `prefer` is taken, else the first.
     With `require_cached` (a harness about to train), a record is restored only
@@ -199,8 +222,11 @@ def restore(
     Raises:
       ValueError naming the record when its key is not the run's.
     """
+    copy = ""
     if (run.workdir / CONFIG).exists():
-        return LOCAL
+        copy = _copy_of(run.workdir, records)
+        if not copy:
+            return LOCAL
     files = versions(records, run.key)
     if not files:
         return NO_RECORD
@@ -213,13 +239,18 @@ def restore(
         if not conflicts(recorded_weights(candidate), here):
             fitting.append((file, candidate))
     if not fitting:
+        _remove_copy(run, copy)
         return OTHER_WEIGHTS
     src, rec = next(
         ((f, c) for f, c in fitting if prefer and not conflicts(recorded_weights(c), prefer)),
         fitting[0],
     )
     if require_cached and any(name not in here for name in recorded_weights(rec)):
+        _remove_copy(run, copy)
         return NOT_CACHED
+    if copy == src.name:
+        run.manifest = runs_lib.read_manifest(run.workdir)
+        return KEPT
     run.workdir.mkdir(parents=True, exist_ok=True)
     (run.workdir / METRICS).write_text("".join(json.dumps(r) + "\n" for r in rec["metrics"]))
     (run.workdir / CONFIG).write_text(json.dumps(rec["config"], indent=2))

@@ -153,6 +153,42 @@ def test_a_rerun_on_other_weights_is_kept_beside_the_first_record_and_each_base_
     assert not (other.workdir / "config.json").exists()
 
 
+def test_a_restored_copy_is_chosen_again_and_a_run_made_here_is_not(tmp_path, fake):
+    """Two pages sharing a run in one root prefer different versions of its record:
+    each rebuild restores its own (the copy holds nothing the records lack); a copy
+    that fits no longer is removed; a run trained here is never replaced."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0])
+    records = tmp_path / "docs" / "records"
+    run = runs_lib.plan(repro, [0], tmp_path / "root")[0]
+    first = records_lib.path(records, run.key)
+    _set_weights(first, {"w": "aaa"})
+    run.manifest["attempts"].append(dict(run.manifest["attempts"][-1], warm_starts={"w": "bbb"}))
+    beside = records_lib.save(run, records)
+
+    def restore(**kwargs):
+        shared = runs_lib.plan(repro, [0], tmp_path / "shared")[0]
+        outcome = records_lib.restore(shared, records, local_weights={}, **kwargs)
+        return outcome, shared.manifest.get("restored_from")
+
+    a, b = {"w": "aaa"}, {"w": "bbb"}
+    assert restore(prefer=a) == (records_lib.RESTORED, first.name)
+    assert restore(prefer=a) == (records_lib.KEPT, first.name)
+    assert restore(prefer=b) == (records_lib.RESTORED, beside.name)  # the other page
+    assert restore(prefer=a) == (records_lib.RESTORED, first.name)
+    shared = runs_lib.plan(repro, [0], tmp_path / "shared")[0]
+    assert records_lib.restore(shared, records, local_weights={"w": "ccc"}) == (
+        records_lib.OTHER_WEIGHTS
+    )
+    assert shared.manifest == {} and not (shared.workdir / "config.json").exists()
+    # Restored, then trained on here (a new attempt): a local run from then on.
+    assert restore(prefer=a)[0] == records_lib.RESTORED
+    trained = runs_lib.plan(repro, [0], tmp_path / "shared")[0]
+    trained.manifest["attempts"].append({"warm_starts": {"w": "aaa"}, "wall_s": 1.0})
+    (trained.workdir / "repro.json").write_text(json.dumps(trained.manifest))
+    assert restore(prefer=b) == (records_lib.LOCAL, first.name)
+
+
 def test_the_preferred_weights_are_those_most_of_the_page_runs_have_records_on(tmp_path, fake):
     repro = pulse_repro("sara", "sara", "sara/sara.py")
     page_text(repro, tmp_path, fake, [0, 1])
