@@ -25,9 +25,10 @@ SLUGS = sorted(p.stem for p in DOCS.glob("*.json"))
 
 
 def _compared(text: str) -> list[str]:
-    """The headline and every table row (paths, dates and machine lines differ by design)."""
+    """The headline, the verdict rule and every table row (paths, dates and machine
+    lines differ by design)."""
     lines = text.splitlines()
-    return [lines[2]] + [line for line in lines if line.startswith("| ")]
+    return [lines[2]] + [line for line in lines if line.startswith(("| ", "Rule: "))]
 
 
 def _rebuild(slug: str, root: Path, docs: Path) -> str:
