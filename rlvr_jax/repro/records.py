@@ -134,14 +134,14 @@ def recorded_weights(rec: dict[str, Any]) -> dict[str, str]:
     return manifest_weights(rec["manifest"])
 
 
-def _copy_of(workdir: Path, records: Path) -> str:
-    """The record file a workdir is an unchanged copy of ("" for a run made here)."""
-    manifest = runs_lib.read_manifest(workdir)
-    src = manifest.get("restored_from", "")
-    file = Path(records) / src
-    if not src or not file.is_file():
-        return ""
-    return src if load(file)["manifest"].get("attempts") == manifest.get("attempts") else ""
+def _copy_of(held: dict[str, Any], loaded: list[tuple[Path, dict[str, Any]]]) -> str:
+    """The record file (among `loaded`) that a workdir's manifest `held` is an unchanged
+    copy of ("" for a run made here: no `restored_from`, or attempts added since)."""
+    src = held.get("restored_from", "")
+    same = any(
+        f.name == src and c["manifest"].get("attempts") == held.get("attempts") for f, c in loaded
+    )
+    return src if src and same else ""
 
 
 def _remove_copy(run: runs_lib.Run, copy: str) -> None:
@@ -222,22 +222,24 @@ def restore(
     Raises:
       ValueError naming the record when its key is not the run's.
     """
-    copy = ""
+    held: dict[str, Any] = {}
     if (run.workdir / CONFIG).exists():
-        copy = _copy_of(run.workdir, records)
-        if not copy:
+        held = runs_lib.read_manifest(run.workdir)
+        if not held.get("restored_from"):
             return LOCAL
-    files = versions(records, run.key)
-    if not files:
-        return NO_RECORD
-    here = runs_lib.warm_start_digests(run.config) if local_weights is None else local_weights
-    fitting = []
-    for file in files:
+    loaded = []
+    for file in versions(records, run.key):
         candidate = load(file)
         if candidate["key"] != run.key:
             raise ValueError(f"{file}: holds run {candidate['key']}, expected {run.key}")
-        if not conflicts(recorded_weights(candidate), here):
-            fitting.append((file, candidate))
+        loaded.append((file, candidate))
+    copy = _copy_of(held, loaded)
+    if held and not copy:
+        return LOCAL
+    if not loaded:
+        return NO_RECORD
+    here = runs_lib.warm_start_digests(run.config) if local_weights is None else local_weights
+    fitting = [(f, c) for f, c in loaded if not conflicts(recorded_weights(c), here)]
     if not fitting:
         _remove_copy(run, copy)
         return OTHER_WEIGHTS
@@ -249,7 +251,7 @@ def restore(
         _remove_copy(run, copy)
         return NOT_CACHED
     if copy == src.name:
-        run.manifest = runs_lib.read_manifest(run.workdir)
+        run.manifest = held
         return KEPT
     run.workdir.mkdir(parents=True, exist_ok=True)
     (run.workdir / METRICS).write_text("".join(json.dumps(r) + "\n" for r in rec["metrics"]))
