@@ -15,12 +15,20 @@ Symbols follow the papers: G (group size), β (KL coefficient), ε_low / ε_high
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import jax
 import ml_collections
 
-from rlvr_jax import optim
+# `methods` registers the seed methods' plug-ins in the stage registries.
+from rlvr_jax import optim, sharding, tasks
 from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
 from rlvr_jax.models.config import ATTENTION_IMPLS, REMAT_POLICIES
+from rlvr_jax.registry import Registry, one_of
+from rlvr_jax.rl import credit, methods, objectives, paper_scale, select, signals  # noqa: F401
+from rlvr_jax.rl import critic as critic_lib
+from rlvr_jax.rollout import ROLLOUTS
+from rlvr_jax.scheduling import SCHEDULERS
 
 MODEL_SOURCES = ("warm_start", "pretrained", "random")
 MODEL_DTYPES = ("float32", "bfloat16")
@@ -32,11 +40,7 @@ def default_config() -> ml_collections.ConfigDict:
     Returns:
       A locked ConfigDict (unlock with `config.unlocked()` to add fields).
     """
-    # The registries fill the sub-configs; importing `methods` registers the seed methods.
-    from rlvr_jax.rl import credit, methods, objectives, select, signals  # noqa: F401
-    from rlvr_jax.rollout import ROLLOUTS
-    from rlvr_jax.scheduling import SCHEDULERS
-
+    # The registries fill the sub-configs (every registered plug-in's defaults).
     c = ml_collections.ConfigDict()
     c.seed = 0  # model-free randomness: prompt order, sampling, minibatch order
 
@@ -267,8 +271,6 @@ def apply_variant(
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
     if variant == "paper":
-        from rlvr_jax.rl import paper_scale
-
         return paper_scale.apply(c, **(paper or {}))
     if variant == "arithmetic":
         c.model.domain = c.task.name = "arithmetic"
@@ -347,80 +349,114 @@ def apply_teacher(c: ml_collections.ConfigDict, variant: str) -> ml_collections.
     return c
 
 
-# Rewards that never read the verifier's labels: the only ones a run may train with on
-# test prompts (config.task.train_split != "train"). Signals replace rewards_B;
-# transforms replace the advantage.
-LABEL_FREE_SIGNALS = ("majority_vote",)
-LABEL_FREE_TRANSFORMS = ("om_grpo", "om_grpo_contrast")
+def plugins(c: ml_collections.ConfigDict) -> list[tuple[str, Registry, str, Any]]:
+    """Every plug-in the config chooses, in stage order.
+
+    Returns:
+      (config field that names it, its registry, its name, its options sub-config
+      or None when the name is not registered).
+    """
+    chosen = [
+        ("rollout.name", ROLLOUTS, c.rollout.name, c.rollout),
+        ("credit.name", credit.ESTIMATORS, c.credit.name, c.credit),
+        *(("credit.transforms", credit.TRANSFORMS, n, c.credit) for n in transform_names(c)),
+        ("loss.name", objectives.POLICY_LOSSES, c.loss.name, c.loss),
+        *(("score.signals", signals.SIGNALS, n, c.score) for n in signals.signal_names(c)),
+    ]
+    return [(f, reg, n, section.get(n) if n in reg else None) for f, reg, n, section in chosen]
 
 
 def validate(c: ml_collections.ConfigDict) -> None:
-    """Checks choices and ranges; ValueError naming the field and the valid values."""
-    from rlvr_jax import tasks
-    from rlvr_jax.rl import credit, objectives, select, signals
-    from rlvr_jax.rollout import ROLLOUTS
-    from rlvr_jax.scheduling import SCHEDULERS
+    """Checks choices and ranges; ValueError naming the field and the valid values.
 
-    def choice(field, value, valid):
-        if value not in valid:
-            raise ValueError(f"config.{field} = {value!r}; valid: {', '.join(map(str, valid))}")
-
-    def positive(field, value, minimum=1):
-        if value < minimum:
-            raise ValueError(f"config.{field} = {value!r}; must be >= {minimum}")
-
+    The generic checks are here; each chosen plug-in's own fields and cross-field
+    constraints are its registry entry's `check(config)` (and the scheduler's
+    `check_config`), and its declared facts (label-free, off-policy, group-relative,
+    the fields it requires and provides) drive the checks between stages.
+    """
     _check_finite(c.to_dict())
+    _check_model(c)
+    one_of("task.name", c.task.name, tasks.names())
+    one_of("task.train_split", c.task.train_split, tasks.base.SPLITS)
+    one_of("select.name", c.select.name, list(SCHEDULERS))
+    if c.task.train_split != "train":
+        _check_label_free(c)
+    one_of("select.estimator", c.select.estimator, select.ESTIMATOR_NAMES)
+    for field, registry, name, options in plugins(c):
+        one_of(field, name, registry.names())
+        entry = registry.get(name)
+        if entry.check is not None:
+            entry.check(c)
+        if entry.fact("off_policy", options) and not c.loss.recompute_old_logps:
+            raise ValueError(
+                f"config.{field} = {name!r} samples from another context or weights than "
+                "pi_old: set config.loss.recompute_old_logps = True"
+            )
+    one_of("loss.aggregation", c.loss.aggregation, AGGREGATION_MODES)
+    one_of("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
+    one_of("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
+    _check_ranges(c)
+    one_of("optimizer.name", c.optimizer.name, optim.OPTIMIZERS)
+    one_of("optimizer.iso.base", c.optimizer.iso.base, optim.ISO_BASES)
+    one_of("optimizer.iso.retraction", c.optimizer.iso.retraction, optim.RETRACTIONS)
+    _check_mesh_and_batch(c)
+    if c.loss.tis_cap and not c.loss.recompute_old_logps:
+        raise ValueError(
+            "config.loss.tis_cap needs config.loss.recompute_old_logps = True (TIS compares "
+            "the trainer's log-probs with the sampler's)"
+        )
+    select.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
+    if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
+        raise ValueError(
+            f"config.select.max_rollouts = {c.select.max_rollouts} is below "
+            f"config.data.group_size = {c.data.group_size}"
+        )
+    SCHEDULERS[c.select.name].check_config(c)
+    _check_fields(c)
+    critic_lib.check_config(c)
 
-    choice("model.source", c.model.source, MODEL_SOURCES)
-    choice("model.param_dtype", c.model.param_dtype, MODEL_DTYPES)
-    choice("model.dtype", c.model.dtype, MODEL_DTYPES)
-    choice("model.attention", c.model.attention, ATTENTION_IMPLS)
-    choice("model.remat", c.model.remat, REMAT_POLICIES)
-    positive("model.attention_block", c.model.attention_block)
-    choice("rollout.cache_dtype", c.rollout.cache_dtype, ("", "float32", "bfloat16"))
+
+def _check_model(c: ml_collections.ConfigDict) -> None:
+    """The policy model's and the sampler cache's fields."""
+    one_of("model.source", c.model.source, MODEL_SOURCES)
+    one_of("model.param_dtype", c.model.param_dtype, MODEL_DTYPES)
+    one_of("model.dtype", c.model.dtype, MODEL_DTYPES)
+    one_of("model.attention", c.model.attention, ATTENTION_IMPLS)
+    one_of("model.remat", c.model.remat, REMAT_POLICIES)
+    _at_least(c, "model.attention_block", 1)
+    one_of("rollout.cache_dtype", c.rollout.cache_dtype, ("", "float32", "bfloat16"))
     if c.rollout.cache_gib < 0:
         raise ValueError(f"config.rollout.cache_gib = {c.rollout.cache_gib!r}; must be >= 0")
     if c.model.source == "pretrained" and not c.model.path:
         raise ValueError("config.model.path is required when config.model.source = 'pretrained'")
-    choice("task.name", c.task.name, tasks.names())
-    choice("task.train_split", c.task.train_split, tasks.base.SPLITS)
-    if c.task.train_split != "train":
-        label_free = set(signals.signal_names(c)) & set(LABEL_FREE_SIGNALS) or set(
-            transform_names(c)
-        ) & set(LABEL_FREE_TRANSFORMS)
-        if not label_free:
-            raise ValueError(
-                f"config.task.train_split = {c.task.train_split!r} trains on held-out prompts; "
-                "only a label-free reward may (score.signals with one of "
-                f"{LABEL_FREE_SIGNALS} or credit.transforms with one of {LABEL_FREE_TRANSFORMS})"
-            )
-        if c.select.name != "uniform":
-            raise ValueError(
-                f"config.task.train_split = {c.task.train_split!r} needs select.name = "
-                f"'uniform' (got {c.select.name!r}: dynamic sampling filters groups by the "
-                "verifier's rewards, and the stateful schedulers draw train-split prompts)"
-            )
-    choice("select.name", c.select.name, list(SCHEDULERS))
-    choice("rollout.name", c.rollout.name, ROLLOUTS.names())
-    _validate_rollout(c)
-    choice("select.estimator", c.select.estimator, select.ESTIMATOR_NAMES)
-    choice("credit.name", c.credit.name, credit.ESTIMATORS.names())
-    names = transform_names(c)
-    for name in names:
-        choice("credit.transforms", name, credit.TRANSFORMS.names())
-    choice("loss.name", c.loss.name, objectives.POLICY_LOSSES.names())
-    for name in signals.signal_names(c):
-        choice("score.signals", name, signals.SIGNALS.names())
-    choice("loss.aggregation", c.loss.aggregation, AGGREGATION_MODES)
-    choice("loss.kl_kind", c.loss.kl_kind, KL_KINDS)
-    choice("optimizer.schedule", c.optimizer.schedule, ("constant", "cosine"))
-    _check_ranges(c)
-    choice("optimizer.name", c.optimizer.name, optim.OPTIMIZERS)
-    choice("optimizer.iso.base", c.optimizer.iso.base, optim.ISO_BASES)
-    choice("optimizer.iso.retraction", c.optimizer.iso.retraction, optim.RETRACTIONS)
-    from rlvr_jax import sharding
 
-    choice("mesh.rules", c.mesh.rules, sorted(sharding.RULES))
+
+def _check_label_free(c: ml_collections.ConfigDict) -> None:
+    """Training on held-out prompts: only with a label-free reward and the uniform scheduler."""
+    chosen = [(f, reg.get(n)) for f, reg, n, _ in plugins(c) if n in reg]
+    if not any(entry.label_free for _, entry in chosen):
+        label_free = {
+            field: [e.name for e in reg.entries() if e.label_free]
+            for field, reg in (("score.signals", signals.SIGNALS),
+                               ("credit.transforms", credit.TRANSFORMS))
+        }  # fmt: skip
+        raise ValueError(
+            f"config.task.train_split = {c.task.train_split!r} trains on held-out prompts; "
+            "only a label-free reward may (score.signals with one of "
+            f"{tuple(label_free['score.signals'])} or credit.transforms with one of "
+            f"{tuple(label_free['credit.transforms'])})"
+        )
+    if c.select.name != "uniform":
+        raise ValueError(
+            f"config.task.train_split = {c.task.train_split!r} needs select.name = "
+            f"'uniform' (got {c.select.name!r}: dynamic sampling filters groups by the "
+            "verifier's rewards, and the stateful schedulers draw train-split prompts)"
+        )
+
+
+def _check_mesh_and_batch(c: ml_collections.ConfigDict) -> None:
+    """The mesh shape, and the batch's split into minibatches, micro-batches and shards."""
+    one_of("mesh.rules", c.mesh.rules, sorted(sharding.RULES))
     shape = tuple(c.mesh.shape)
     bad_sizes = shape.count(-1) > 1 or any(s < -1 or s == 0 for s in shape)
     if len(shape) != len(sharding.AXES) or bad_sizes:
@@ -428,9 +464,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
             f"config.mesh.shape = {c.mesh.shape!r}; needs one size per axis of {sharding.AXES} "
             "(positive, at most one -1)"
         )
-    import jax  # -1 is resolved against this machine's devices
-
-    rest = jax.device_count() // math.prod(s for s in shape if s != -1)
+    rest = jax.device_count() // math.prod(s for s in shape if s != -1)  # -1: this machine's
     shards = math.prod(rest if s == -1 else s for s in shape[:2])  # data x fsdp
     micro = c.train.micro_batch_size or (
         c.data.prompts_per_step * c.data.group_size // max(c.train.num_minibatches, 1)
@@ -441,11 +475,16 @@ def validate(c: ml_collections.ConfigDict) -> None:
             f"micro-batch) must be a multiple of the mesh's {shards} batch shards (data x fsdp "
             f"of config.mesh.shape = {shape})"
         )
-    for field in ("data.prompts_per_step", "data.group_size", "train.steps", "train.ppo_epochs"):
-        positive(field, c[field.split(".")[0]][field.split(".")[1]])
-    positive("train.num_minibatches", c.train.num_minibatches)
-    positive("select.max_rounds", c.select.max_rounds)
-    positive("rollout.max_new_tokens", c.rollout.max_new_tokens)
+    for field in (
+        "data.prompts_per_step",
+        "data.group_size",
+        "train.steps",
+        "train.ppo_epochs",
+        "train.num_minibatches",
+        "select.max_rounds",
+        "rollout.max_new_tokens",
+    ):
+        _at_least(c, field, 1)  # fmt: skip
     if c.data.prompts_per_step % c.train.num_minibatches:
         raise ValueError(
             f"config.train.num_minibatches = {c.train.num_minibatches} must divide "
@@ -462,28 +501,23 @@ def validate(c: ml_collections.ConfigDict) -> None:
             f"config.reward.overlong_cache = {c.reward.overlong_cache} exceeds "
             f"config.rollout.max_new_tokens = {c.rollout.max_new_tokens}"
         )
-    if c.loss.tis_cap and not c.loss.recompute_old_logps:
-        raise ValueError(
-            "config.loss.tis_cap needs config.loss.recompute_old_logps = True (TIS compares "
-            "the trainer's log-probs with the sampler's)"
-        )
-    select.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
-    if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
-        raise ValueError(
-            f"config.select.max_rollouts = {c.select.max_rollouts} is below "
-            f"config.data.group_size = {c.data.group_size}"
-        )
-    if c.select.name == "pair" and c.select.pair.prefix_tokens >= c.rollout.max_new_tokens:
-        raise ValueError(
-            f"config.select.pair.prefix_tokens = {c.select.pair.prefix_tokens} must be below "
-            f"config.rollout.max_new_tokens = {c.rollout.max_new_tokens}"
-        )
-    needed = {f"credit transform {n!r}": credit.TRANSFORMS.get(n).requires for n in names}
-    needed[f"loss {c.loss.name!r}"] = objectives.POLICY_LOSSES.get(c.loss.name).requires
-    # Fields only a scheduler adds (PAIR's inclusion probabilities) need that scheduler.
-    from rlvr_jax.rollout import INFO_FIELDS
 
-    own = (*SCHEDULERS[c.select.name].batch_fields, *INFO_FIELDS.get(c.rollout.name, ()))
+
+def _check_fields(c: ml_collections.ConfigDict) -> None:
+    """Every batch field a chosen transform or loss requires has a provider in the config.
+
+    Providers: the declared batch fields, the chosen scheduler's `batch_fields`, the
+    chosen rollout's `provides`, and the score signals listed (`signals.check_fields`).
+    A field only another scheduler adds names that scheduler.
+    """
+    needed = {
+        f"{'credit transform' if field == 'credit.transforms' else 'loss'} {name!r}": (
+            reg.get(name).requires
+        )
+        for field, reg, name, _ in plugins(c)
+        if field in ("credit.transforms", "loss.name")
+    }
+    own = (*SCHEDULERS[c.select.name].batch_fields, *ROLLOUTS.get(c.rollout.name).provides)
     for consumer, fields in needed.items():
         for name, sched in SCHEDULERS.items():
             missing = [f for f in fields if f in sched.batch_fields and f not in own]
@@ -493,25 +527,13 @@ def validate(c: ml_collections.ConfigDict) -> None:
                     f"it needs config.select.name = {name!r}, got {c.select.name!r}"
                 )
     signals.check_fields(c, needed, available=own)
-    if c.credit.name == "gae" and not c.critic.enabled:
-        raise ValueError("config.credit.name = 'gae' needs a critic: set config.critic.enabled")
-    from rlvr_jax.rl.critic import LOSSES as CRITIC_LOSSES
-
-    choice("critic.loss", c.critic.loss, CRITIC_LOSSES)
-    if c.critic.loss != "mse":
-        positive("critic.num_bins", c.critic.num_bins, 2)
-        if not c.critic.v_min < c.critic.v_max:
-            raise ValueError(
-                f"config.critic.v_min = {c.critic.v_min} must be below "
-                f"config.critic.v_max = {c.critic.v_max}"
-            )
-        if not c.critic.sigma_ratio > 0:
-            raise ValueError(f"config.critic.sigma_ratio = {c.critic.sigma_ratio}; must be > 0")
 
 
-# Estimators whose baseline is the group's other rollouts: one rollout per group gives
-# every row a zero advantage (reinforce_pp only with baseline "group").
-GROUP_RELATIVE = ("grpo", "dr_grpo", "rloo")
+def _at_least(c: ml_collections.ConfigDict, field: str, minimum) -> None:
+    """ValueError "config.<field> = v; must be >= minimum" if the value is below it."""
+    section, key = field.split(".")
+    if c[section][key] < minimum:
+        raise ValueError(f"config.{field} = {c[section][key]!r}; must be >= {minimum}")
 
 
 def _check_finite(tree, prefix: str = "") -> None:
@@ -564,93 +586,10 @@ def _check_ranges(c: ml_collections.ConfigDict) -> None:
         bad(f"loss.{c.loss.name}.eps_high", ">= 0")
     if "dual_clip" in loss and loss.dual_clip and not loss.dual_clip > 1:
         bad(f"loss.{c.loss.name}.dual_clip", "0 (off) or > 1")
-    relative = c.credit.name in GROUP_RELATIVE or (
-        c.credit.name == "reinforce_pp" and c.credit.reinforce_pp.baseline == "group"
-    )
-    if relative and c.data.group_size < 2:
+    estimator = credit.ESTIMATORS.get(c.credit.name)
+    if estimator.fact("group_relative", c.credit[c.credit.name]) and c.data.group_size < 2:
         bad(
             "data.group_size",
             f">= 2 for the group-relative estimator config.credit.name = {c.credit.name!r} "
             "(one rollout per group gives every row a zero advantage)",
-        )
-
-
-def _validate_rollout(c: ml_collections.ConfigDict) -> None:
-    """The rollout plug-in's option ranges and what it needs from the other stages."""
-    name, r = c.rollout.name, c.rollout[c.rollout.name]
-
-    def within(field, lo, hi, lo_open=False):
-        v = r[field]
-        if v < lo or v > hi or (lo_open and v == lo):
-            bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-            raise ValueError(f"config.rollout.{name}.{field} = {v!r}; must be in {bound}")
-
-    if name == "latent_noise":
-        from rlvr_jax.rollout.noise import OLD_LOGPS
-
-        if r.old_logps not in OLD_LOGPS:
-            raise ValueError(
-                f"config.rollout.latent_noise.old_logps = {r.old_logps!r}; valid: "
-                f"{', '.join(OLD_LOGPS)}"
-            )
-        within("sigma", 0.0, 1e3)
-        within("fraction", 0.0, 1.0)
-    if name == "guided":
-        within("fraction", 0.0, 1.0, lo_open=True)
-        within("prefix_frac", 0.0, 1.0)
-    if name == "lora_scaffold":
-        for field in ("rank", "steps"):
-            within(field, 1, 1 << 16)
-        within("lr", 0.0, 1.0, lo_open=True)
-        for field in ("rerolls", "max_splice"):
-            within(field, 0, 1 << 16)
-    if name == "branching":
-        within("roots", 0.0, 1.0, lo_open=True)
-        within("entropy_frac", 0.0, 1.0, lo_open=True)
-        within("width", 1, 1 << 16)
-        within("path_decay", 0.0, 1.0)
-        within("node_decay", 0.0, 1.0)
-        within("max_branches", 0, 1 << 16)
-    if name == "reflective":
-        for field in ("reflection_tokens", "guidance_tokens"):
-            within(field, 1, 1 << 16)
-        within("log_examples", 0, 1 << 16)
-    if name == "self_play":
-        from rlvr_jax.rollout.self_play import CIVILIAN_VOTE
-
-        if r.civilian_vote not in CIVILIAN_VOTE:
-            raise ValueError(
-                f"config.rollout.self_play.civilian_vote = {r.civilian_vote!r}; valid: "
-                f"{', '.join(CIVILIAN_VOTE)}"
-            )
-        if c.task.name != "spy_describe":
-            raise ValueError(
-                f"config.rollout.name = 'self_play' plays 'who is the spy' games: needs "
-                f"config.task.name = 'spy_describe', got {c.task.name!r}"
-            )
-        from rlvr_jax import tasks
-        from rlvr_jax.tasks.options import resolve_options
-
-        domain = c.model.domain if c.model.source == "warm_start" else ""
-        players = tasks.get(c.task.name, **resolve_options(c.task.options, c.task.name, domain))
-        turns = 2 * players.num_players  # a game is N players x (describe, vote)
-        if c.data.group_size % turns:
-            raise ValueError(
-                f"config.data.group_size = {c.data.group_size} must be a multiple of {turns} "
-                f"for config.rollout.name = 'self_play' (whole games of "
-                f"{players.num_players} players x 2 turns)"
-            )
-    # mu (what was sampled from) differs from pi_old on the unguided / base / clean rows:
-    # the trainer must score pi_old itself.
-    off_policy = name in ("guided", "lora_scaffold")
-    off_policy |= name == "latent_noise" and r.old_logps == "clean"
-    if off_policy and not c.loss.recompute_old_logps:
-        raise ValueError(
-            f"config.rollout.name = {name!r} samples from another context or weights than "
-            "pi_old: set config.loss.recompute_old_logps = True"
-        )
-    if name == "multi_turn" and c.reward.overlong_cache:
-        raise ValueError(
-            "config.reward.overlong_cache penalises one response's length; with "
-            "config.rollout.name = 'multi_turn' (responses over several turns) set it to 0"
         )

@@ -20,6 +20,8 @@ import numpy as np
 from rlvr_jax.core import advantages as adv_lib
 from rlvr_jax.registry import Registry
 
+# An estimator declares `group_relative` when its baseline is the group's other rollouts
+# (one rollout per group gives every row a zero advantage: `validate` then needs G >= 2).
 ESTIMATORS = Registry("advantage estimator")
 # Token-level transforms chained after the estimator (config.credit.transforms):
 #   fn(adv_BxT, batch, **hp) -> adv_BxT      (+ step= if registered with uses_step)
@@ -33,7 +35,7 @@ def _tokens(adv_B, mask_BxT):
     return adv_lib.broadcast_to_tokens(adv_B, mask_BxT), None
 
 
-@ESTIMATORS.register("grpo", scale_by_std=True, eps=1e-6)
+@ESTIMATORS.register("grpo", group_relative=True, scale_by_std=True, eps=1e-6)
 def grpo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, scale_by_std, eps):
     """GRPO: (r − mean_g) / (std_g + ε), Bessel std; `scale_by_std=False` drops the division."""
     del values_BxT
@@ -43,7 +45,7 @@ def grpo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, scale
     return _tokens(a, mask_BxT)
 
 
-@ESTIMATORS.register("dr_grpo")
+@ESTIMATORS.register("dr_grpo", group_relative=True)
 def dr_grpo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT):
     """Dr.GRPO: r − mean_g (pair with loss.aggregation = "constant")."""
     del values_BxT
@@ -52,7 +54,7 @@ def dr_grpo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT):
     )
 
 
-@ESTIMATORS.register("rloo")
+@ESTIMATORS.register("rloo", group_relative=True)
 def rloo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT):
     """RLOO: r − mean of the other G − 1 rewards of the group."""
     del values_BxT
@@ -61,7 +63,14 @@ def rloo(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT):
     )
 
 
-@ESTIMATORS.register("reinforce_pp", baseline="group", whiten=True, whiten_over="tokens", eps=1e-6)
+@ESTIMATORS.register(
+    "reinforce_pp",
+    group_relative=lambda options: options["baseline"] == "group",
+    baseline="group",
+    whiten=True,
+    whiten_over="tokens",
+    eps=1e-6,
+)
 def reinforce_pp(
     rewards_B,
     group_B,
@@ -93,7 +102,12 @@ def reinforce_pp(
     return _tokens(a, mask_BxT)
 
 
-@ESTIMATORS.register("gae", gamma=1.0, lam=0.95, whiten=True)
+def _needs_critic(c) -> None:
+    if not c.critic.enabled:
+        raise ValueError("config.credit.name = 'gae' needs a critic: set config.critic.enabled")
+
+
+@ESTIMATORS.register("gae", check=_needs_critic, gamma=1.0, lam=0.95, whiten=True)
 def gae(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, gamma, lam, whiten):
     """PPO's GAE(γ, λ) with the sequence reward on the last response token.
 

@@ -23,8 +23,25 @@ from flax import nnx
 from rlvr_jax.core import hl_gauss
 from rlvr_jax.models.heads import CategoricalValueHead, ScalarValueHead
 from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.registry import one_of
 
 LOSSES = ("mse",) + hl_gauss.KINDS  # "mse": scalar head; the rest: categorical targets
+
+
+def check_config(c) -> None:
+    """`config.critic`'s loss and its categorical support; ValueError naming the field."""
+    one_of("critic.loss", c.critic.loss, LOSSES)
+    if c.critic.loss == "mse":
+        return
+    if c.critic.num_bins < 2:
+        raise ValueError(f"config.critic.num_bins = {c.critic.num_bins!r}; must be >= 2")
+    if not c.critic.v_min < c.critic.v_max:
+        raise ValueError(
+            f"config.critic.v_min = {c.critic.v_min} must be below "
+            f"config.critic.v_max = {c.critic.v_max}"
+        )
+    if not c.critic.sigma_ratio > 0:
+        raise ValueError(f"config.critic.sigma_ratio = {c.critic.sigma_ratio}; must be > 0")
 
 
 class Critic(nnx.Module):

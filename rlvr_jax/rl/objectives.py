@@ -22,7 +22,6 @@ denominator so that micro-batches add up to the full-batch gradient.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
@@ -30,12 +29,10 @@ import jax.numpy as jnp
 from rlvr_jax.core import losses
 from rlvr_jax.registry import Registry
 
+# A loss may declare `minibatch_stats`: fn(mb, **hparams) -> {name: scalar}, statistics it
+# needs over the whole minibatch before its micro-batches run, like the aggregation
+# denominator (so they do not depend on the micro-batch split); it gets them as `minibatch=`.
 POLICY_LOSSES = Registry("policy loss")
-# Statistics a loss needs over the whole minibatch before its micro-batches run, like the
-# aggregation denominator (so they do not depend on the micro-batch split): loss name ->
-# fn(mb, **hparams) -> {name: scalar} over the minibatch's rows; the loss gets them as
-# `minibatch=`.
-MINIBATCH_STATS: dict[str, Callable[..., dict]] = {}
 
 
 @POLICY_LOSSES.register("ppo_clip", eps_low=0.2, eps_high=0.2, dual_clip=0.0)
@@ -136,7 +133,7 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
     entry = POLICY_LOSSES.get(spec.name)
     # Losses that read more than the standard fields (declared in `requires`) get the batch.
     extra = {"mb": mb} if entry.requires else {}
-    if spec.name in MINIBATCH_STATS:
+    if entry.minibatch_stats is not None:
         extra["minibatch"] = minibatch
     pg_BxT, stats = entry.fn(
         logps_BxT, mb["old_logps_BxT"], mb["adv_BxT"], mask, **extra, **dict(spec.hparams)
@@ -166,13 +163,13 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
 
 
 def minibatch_stats(spec: LossSpec, mb) -> dict:
-    """The loss's statistics over the whole minibatch (`MINIBATCH_STATS`; {} for most).
+    """The loss's statistics over the whole minibatch (its `minibatch_stats`; {} for most).
 
     Args:
       spec: LossSpec.
       mb: every row of the minibatch (fields [rows, ...]).
     """
-    fn = MINIBATCH_STATS.get(spec.name)
+    fn = POLICY_LOSSES.get(spec.name).minibatch_stats
     return {} if fn is None else fn(mb, **dict(spec.hparams))
 
 

@@ -7,7 +7,7 @@ the rollout stage generates and scores them (`Select.step`'s `rollout(request,
 key)`), the scheduler observes the outcomes. The final `Selection` is packed
 into a fixed-shape `Groups` batch of B·G rows (padding rows masked out), plus
 the per-row fields the scheduler declares (`batch_fields`: PAIR's inclusion
-probabilities, read by the "pair" credit transform below). `select.max_rounds`
+probabilities, read by the "pair" credit transform of `rl.methods.pair`). `select.max_rounds`
 caps the rounds of every scheduler.
 
 Fresh prompts: schedulers without per-prompt statistics (`stream_prompts`:
@@ -49,7 +49,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed
-from rlvr_jax.rl import credit, select_hosts
+from rlvr_jax.rl import select_hosts
 from rlvr_jax.rollout import Groups, Prefix, Request, stack_rows
 from rlvr_jax.scheduling import (
     SCHEDULERS,
@@ -59,7 +59,6 @@ from rlvr_jax.scheduling import (
     Pool,
     bucket_rows,
     make_scheduler,
-    pair_math,
     run_step,
 )
 from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
@@ -150,7 +149,7 @@ class Select:
         Returns the step's stats: "select/leeps_neighbour_overlap", the share of
         neighbour pairs the refresh kept (only on refresh steps).
         """
-        every = self.c.select.leeps.refresh_every if self.c.select.name == "leeps" else 0
+        every = self.scheduler.embedding_refresh_every()
         step = int(self.state["step"])
         if not every or step == 0 or step % every:
             return {}
@@ -324,10 +323,6 @@ NUM_FEATURES = 2
 ESTIMATOR_NAMES = ("", "beta", "graph")
 
 
-# Config defaults that differ from the dataclass's: 0 = derive from the task at start.
-_CONFIG_DEFAULTS = {"pair": {"prior_remaining": 0.0}}
-
-
 def scheduler_defaults(name: str) -> dict:
     """The config sub-config of scheduler `name`: its dataclass fields and defaults."""
     out = {}
@@ -335,7 +330,7 @@ def scheduler_defaults(name: str) -> dict:
         if f.name in _NOT_FIELDS:
             continue
         out[f.name] = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-    out.update(_CONFIG_DEFAULTS.get(name, {}))
+    out.update(SCHEDULERS[name].config_defaults)  # e.g. PAIR's 0 = derive from the task
     return out
 
 
@@ -405,7 +400,7 @@ def remaining_token_prior(task, tokenizer, prefix_tokens: int, max_new_tokens: i
 
 
 def needs_embeddings(c: ml_collections.ConfigDict) -> bool:
-    return c.select.name == "leeps" or c.select.estimator == "graph"
+    return SCHEDULERS[c.select.name].needs_embeddings or c.select.estimator == "graph"
 
 
 def budget_of(c: ml_collections.ConfigDict, processes: int = 1) -> Budget:
@@ -456,22 +451,3 @@ def prompt_embeddings(
         hidden = distributed.to_host(_mean_hidden(model, jnp.asarray(ids), jnp.asarray(mask)))
         out.append(hidden[: len(chunk)])
     return np.concatenate(out).astype(np.float32)
-
-
-@credit.TRANSFORMS.register("pair", requires=("incl_prob_B", "candidates_B"))
-def pair_transform(adv_BxT, batch):
-    """PAIR: replaces the advantage with the pair-inclusion-weighted leave-one-out one.
-
-    Â_i = 1/(G−1) Σ_{j≠i, same group} (r_i − r_j) / (π_i π_j) (`pair_math.pair_advantages`),
-    unclipped and unstandardised; with every π = 1 it equals RLOO's advantage.
-    Needs the PAIR scheduler's batch fields (incl_prob_B, candidates_B).
-    """
-    del adv_BxT
-    a_B = pair_math.pair_advantages(
-        jnp.asarray(batch["rewards_B"], jnp.float32),
-        jnp.asarray(batch["group_B"]),
-        jnp.asarray(batch["valid_B"], bool),
-        jnp.asarray(batch["incl_prob_B"], jnp.float32),
-        jnp.asarray(batch["candidates_B"]),
-    )
-    return jnp.where(jnp.asarray(batch["mask_BxT"], bool), a_B[:, None], 0.0)

@@ -43,12 +43,16 @@ from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl.batch import Batch
 
 SIGNALS = Registry("score signal")
-# field name -> names of the signals that provide it.
-PROVIDERS: dict[str, list[str]] = {}
 
 
 def register(
-    name: str, *, provides: tuple[str, ...], requires: tuple[str, ...] = (), **defaults: Any
+    name: str,
+    *,
+    provides: tuple[str, ...],
+    requires: tuple[str, ...] = (),
+    check: Callable[[Any], None] | None = None,
+    label_free: bool = False,
+    **defaults: Any,
 ) -> Callable[[Callable], Callable]:
     """Decorator registering a signal, the batch fields it provides, and its defaults.
 
@@ -57,26 +61,18 @@ def register(
       provides: the batch fields fn returns (every one of them, every call).
       requires: fields fn reads beyond the declared `Batch` fields (from signals
         listed before it, or the scheduler).
+      check: `check(config)` of its options (registry.Entry).
+      label_free: its reward never reads the verifier's labels.
       **defaults: fn's hyperparameters (they become `config.score.<name>.*`).
     """
-
-    def wrap(fn: Callable) -> Callable:
-        SIGNALS.register(name, requires=requires, **defaults)(fn)
-        for field in provides:
-            PROVIDERS.setdefault(field, []).append(name)
-        _PROVIDES[name] = tuple(provides)
-        return fn
-
-    return wrap
-
-
-_PROVIDES: dict[str, tuple[str, ...]] = {}
+    return SIGNALS.register(
+        name, requires=requires, provides=provides, check=check, label_free=label_free, **defaults
+    )
 
 
 def provides(name: str) -> tuple[str, ...]:
     """The batch fields signal `name` provides."""
-    SIGNALS.get(name)
-    return _PROVIDES[name]
+    return SIGNALS.get(name).provides
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +218,7 @@ def check_fields(c, needed: dict[str, tuple[str, ...]], available: tuple[str, ..
 def _hint(fields) -> str:
     parts = []
     for f in fields:
-        names = PROVIDERS.get(f)
+        names = SIGNALS.providers(f)
         parts.append(f"{f}: " + (" or ".join(names) if names else "no registered signal"))
     return "; ".join(parts)
 

@@ -14,7 +14,7 @@ and masks in which forced or environment tokens are context, never response.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -28,6 +28,24 @@ from rlvr_jax.tasks.base import Problem, Task
 from rlvr_jax.tokenizers import Tokenizer
 
 ROLLOUTS = Registry("rollout")
+
+# Tasks with an evaluation besides pass@k, by task name, each added by the plug-in module
+# that owns it (`@task_evaluator("spy_describe")`): fn(sampler, tokenizer, problems,
+# params, key, frozen_state) -> metrics, frozen_state the run's initial policy (the "who is
+# the spy" games against a frozen opponent, whatever the rollout).
+EVALUATORS: dict[str, Callable[..., dict]] = {}
+
+
+def task_evaluator(task_name: str) -> Callable[[Callable], Callable]:
+    """Decorator: registers fn as task `task_name`'s own evaluation (`EVALUATORS`)."""
+
+    def wrap(fn: Callable) -> Callable:
+        if task_name in EVALUATORS:
+            raise ValueError(f"task {task_name!r} already has an evaluator")
+        EVALUATORS[task_name] = fn
+        return fn
+
+    return wrap
 
 
 @dataclasses.dataclass(frozen=True)

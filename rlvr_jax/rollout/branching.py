@@ -57,6 +57,7 @@ import math
 import jax
 import numpy as np
 
+from rlvr_jax.registry import in_range
 from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext, truncate, verified
 from rlvr_jax.rollout.groups import Groups, stack_rows
 from rlvr_jax.rollout.multiturn import Resume, run_episodes
@@ -166,8 +167,20 @@ def _play(ctx: RolloutContext, problems, resume, key, turns: int):
     return ro, _rows(ro), None, None
 
 
+def _check(c) -> None:
+    r = c.rollout.branching
+    in_range("rollout.branching", r, "roots", 0.0, 1.0, lo_open=True)
+    in_range("rollout.branching", r, "entropy_frac", 0.0, 1.0, lo_open=True)
+    in_range("rollout.branching", r, "width", 1, 1 << 16)
+    in_range("rollout.branching", r, "path_decay", 0.0, 1.0)
+    in_range("rollout.branching", r, "node_decay", 0.0, 1.0)
+    in_range("rollout.branching", r, "max_branches", 0, 1 << 16)
+
+
 @ROLLOUTS.register(
     "branching",
+    check=_check,
+    provides=TREE_FIELDS,
     roots=0.25,
     entropy_frac=0.2,
     width=2,

@@ -25,6 +25,7 @@ import string
 
 import numpy as np
 
+from rlvr_jax.registry import in_range
 from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext, scored_groups
 from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.rollout.plain import plain_prompts, sample_rows
@@ -59,8 +60,16 @@ def guided_text(template: str, problem, task, prefix_frac: float) -> str:
     return template.format(**fields)
 
 
+def _check(c) -> None:
+    in_range("rollout.guided", c.rollout.guided, "fraction", 0.0, 1.0, lo_open=True)
+    in_range("rollout.guided", c.rollout.guided, "prefix_frac", 0.0, 1.0)
+
+
+# μ (the guided context) differs from π_old on the guided rows: the trainer scores π_old.
 @ROLLOUTS.register(
     "guided",
+    check=_check,
+    off_policy=True,
     fraction=0.5,
     template="{prompt}\nThe solution begins:\n{solution_prefix}",
     prefix_frac=0.5,

@@ -238,7 +238,15 @@ def _replay(env: Env, resume: Resume, row: int) -> None:
             )
 
 
-@ROLLOUTS.register("multi_turn", max_turns=0)
+def _check(c) -> None:
+    if c.reward.overlong_cache:
+        raise ValueError(
+            "config.reward.overlong_cache penalises one response's length; with "
+            "config.rollout.name = 'multi_turn' (responses over several turns) set it to 0"
+        )
+
+
+@ROLLOUTS.register("multi_turn", check=_check, max_turns=0)
 def multi_turn(ctx: RolloutContext, *, max_turns) -> Groups:
     """Agentic rows: each is an episode against `task.env(problem)` (`run_episodes`).
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlvr_jax.registry import in_range, one_of
 from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext, scored_groups
 from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.rollout.plain import plain_prompts, sample_rows
@@ -37,7 +38,23 @@ def first_rows(counts, fraction: float) -> np.ndarray:
     )
 
 
-@ROLLOUTS.register("latent_noise", sigma=0.5, layer=-1, fraction=0.5, old_logps="clean")
+def _check(c) -> None:
+    r = c.rollout.latent_noise
+    one_of("rollout.latent_noise.old_logps", r.old_logps, OLD_LOGPS)
+    in_range("rollout.latent_noise", r, "sigma", 0.0, 1e3)
+    in_range("rollout.latent_noise", r, "fraction", 0.0, 1.0)
+
+
+# old_logps "clean": μ (the noisy policy) differs from π_old on the noisy rows.
+@ROLLOUTS.register(
+    "latent_noise",
+    check=_check,
+    off_policy=lambda options: options["old_logps"] == "clean",
+    sigma=0.5,
+    layer=-1,
+    fraction=0.5,
+    old_logps="clean",
+)
 def latent_noise(ctx: RolloutContext, *, sigma, layer, fraction, old_logps) -> Groups:
     """Half of every group sampled with Gaussian noise (σ · hidden RMS) in the prompt encoding.
 

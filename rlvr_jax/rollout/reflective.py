@@ -39,6 +39,7 @@ import jax
 import numpy as np
 
 from rlvr_jax import distributed
+from rlvr_jax.registry import in_range
 from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext
 from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
@@ -67,8 +68,17 @@ def _generate(ctx: RolloutContext, texts: list[str], max_tokens: int, key) -> li
     ]
 
 
+def _check(c) -> None:
+    r = c.rollout.reflective
+    for field in ("reflection_tokens", "guidance_tokens"):
+        in_range("rollout.reflective", r, field, 1, 1 << 16)
+    in_range("rollout.reflective", r, "log_examples", 0, 1 << 16)
+
+
 @ROLLOUTS.register(
     "reflective",
+    check=_check,
+    provides=(GUIDANCE_FIELD,),
     reflection_tokens=32,
     guidance_tokens=48,
     reflect_template=REFLECT_TEMPLATE,

@@ -41,6 +41,7 @@ from flax import nnx
 from rlvr_jax import distributed, sharding
 from rlvr_jax.models import lora
 from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.registry import in_range
 from rlvr_jax.rollout.base import ROLLOUTS, Request, RolloutContext, scored_groups
 from rlvr_jax.rollout.groups import Groups, stack_rows
 from rlvr_jax.rollout.plain import plain
@@ -133,7 +134,27 @@ def fit_adapter(ctx, scaffold: Scaffold, pairs, *, steps: int, lr: float, seed: 
     return float(loss)
 
 
-@ROLLOUTS.register("lora_scaffold", rank=8, alpha=16.0, steps=8, lr=1e-3, rerolls=0, max_splice=0)
+def _check(c) -> None:
+    r = c.rollout.lora_scaffold
+    for field in ("rank", "steps"):
+        in_range("rollout.lora_scaffold", r, field, 1, 1 << 16)
+    in_range("rollout.lora_scaffold", r, "lr", 0.0, 1.0, lo_open=True)
+    for field in ("rerolls", "max_splice"):
+        in_range("rollout.lora_scaffold", r, field, 0, 1 << 16)
+
+
+# μ (the scaffolded weights) differs from π_old on the rescued rows.
+@ROLLOUTS.register(
+    "lora_scaffold",
+    check=_check,
+    off_policy=True,
+    rank=8,
+    alpha=16.0,
+    steps=8,
+    lr=1e-3,
+    rerolls=0,
+    max_splice=0,
+)
 def lora_scaffold(ctx: RolloutContext, *, rank, alpha, steps, lr, rerolls, max_splice) -> Groups:
     """The plain rollout, with adapter re-rolls spliced into its all-fail groups.
 

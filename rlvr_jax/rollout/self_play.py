@@ -53,12 +53,14 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from rlvr_jax import distributed
+from rlvr_jax import distributed, tasks
+from rlvr_jax.registry import one_of
 from rlvr_jax.rollout import score
-from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext
+from rlvr_jax.rollout.base import ROLLOUTS, RolloutContext, task_evaluator
 from rlvr_jax.rollout.groups import SUBGROUP, Groups, stack_rows
 from rlvr_jax.sampling import SamplingParams
 from rlvr_jax.tasks.base import Problem
+from rlvr_jax.tasks.options import resolve_options
 from rlvr_jax.tasks.spy import parse_description, parse_vote, player_prompt, score_game, vote_prompt
 from rlvr_jax.tokenizers import cut_at_stop, encode_prompt
 
@@ -130,7 +132,26 @@ def _layout(problems: Sequence[Problem]):
     return gp, spy
 
 
-@ROLLOUTS.register("self_play", civilian_vote="outcome")
+def _check(c) -> None:
+    """The vote rule, the task, and whole games per group."""
+    one_of("rollout.self_play.civilian_vote", c.rollout.self_play.civilian_vote, CIVILIAN_VOTE)
+    if c.task.name != "spy_describe":
+        raise ValueError(
+            f"config.rollout.name = 'self_play' plays 'who is the spy' games: needs "
+            f"config.task.name = 'spy_describe', got {c.task.name!r}"
+        )
+    domain = c.model.domain if c.model.source == "warm_start" else ""
+    players = tasks.get(c.task.name, **resolve_options(c.task.options, c.task.name, domain))
+    turns = 2 * players.num_players  # a game is N players x (describe, vote)
+    if c.data.group_size % turns:
+        raise ValueError(
+            f"config.data.group_size = {c.data.group_size} must be a multiple of {turns} "
+            f"for config.rollout.name = 'self_play' (whole games of "
+            f"{players.num_players} players x 2 turns)"
+        )
+
+
+@ROLLOUTS.register("self_play", check=_check, civilian_vote="outcome")
 def self_play(ctx: RolloutContext, *, civilian_vote) -> Groups:
     """SpyRL's games: describe, vote, role rewards, role groups (module doc)."""
     req, tok = ctx.request, ctx.tokenizer
@@ -205,6 +226,7 @@ def self_play(ctx: RolloutContext, *, civilian_vote) -> Groups:
     return dataclasses.replace(groups, rewards=np.asarray(rewards, np.float32))
 
 
+@task_evaluator("spy_describe")
 def evaluate_vs_frozen(
     sampler,
     tokenizer,

@@ -98,6 +98,22 @@ class SchedulerBase:
     # True: fresh prompts may come from the caller's prompt stream (`propose(stream=)`)
     # instead of the pool; such a scheduler keeps no per-prompt statistics.
     stream_prompts: ClassVar[bool] = False
+    # True: the scheduler reads prompt embeddings (`Pool.embeddings`) of the initial policy.
+    needs_embeddings: ClassVar[bool] = False
+    # Run-config defaults that differ from the dataclass's (e.g. 0 = derive at start).
+    config_defaults: ClassVar[dict] = {}
+
+    def embedding_refresh_every(self) -> int:
+        """RL steps between re-embeddings of the pool with the current policy (0 = never)."""
+        return 0
+
+    @classmethod
+    def check_config(cls, c) -> None:
+        """Cross-field checks of its options against the run config `c` (rl.config.validate).
+
+        Raises ValueError naming the config fields; the base class has none.
+        """
+        del c
 
     @classmethod
     def default_max_rollouts(cls, groups: int, group_size: int, max_rounds: int) -> int:

@@ -22,6 +22,7 @@ refresh changed them.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -73,6 +74,10 @@ class LEEPS(SchedulerBase):
     min_frac: float = 0.1
     temperature: float = 0.5
     refresh_every: int = 10
+    needs_embeddings: ClassVar[bool] = True
+
+    def embedding_refresh_every(self) -> int:
+        return self.refresh_every
 
     def _init_extra(self, pool, budget):
         if pool.embeddings is None:

@@ -61,12 +61,23 @@ class PAIR(SchedulerBase):
     prefix_tokens: int = 64
     # The pair-inclusion weights' inputs, for the "pair" credit transform.
     batch_fields: ClassVar[tuple[str, ...]] = ("incl_prob_B", "candidates_B")
+    # In a run, prior_remaining 0 = derived from the task at start.
+    config_defaults: ClassVar[dict] = {"prior_remaining": 0.0}
     suffix_budget: float = 0.4
     pi_min: float = 0.05
     prior_remaining: float = 256.0
     ridge: float = 1.0
     lr: float = 0.5
     iters: int = 5
+
+    @classmethod
+    def check_config(cls, c) -> None:
+        """Round 0's prefix must leave room for a continuation within L_max."""
+        if c.select.pair.prefix_tokens >= c.rollout.max_new_tokens:
+            raise ValueError(
+                f"config.select.pair.prefix_tokens = {c.select.pair.prefix_tokens} must be "
+                f"below config.rollout.max_new_tokens = {c.rollout.max_new_tokens}"
+            )
 
     def __post_init__(self):
         rules = {

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the methods)
-from rlvr_jax.rl import credit, objectives, select  # noqa: F401  (select registers "pair")
+from rlvr_jax.rl import credit, objectives
 
 TOL = dict(rtol=1e-6, atol=1e-6)
 B, T = 8, 5
@@ -564,8 +564,8 @@ def loss(name, adv_BxT, logps=None, mb_extra=None, **hp):
         rate = np.array([CORRECT[GROUP == g].mean() for g in GROUP], np.float32)
         mb["group_success_B"] = rate
     extra = {"mb": mb} if entry.requires else {}
-    if name in objectives.MINIBATCH_STATS:  # e.g. GAPO's Ā, over the whole minibatch
-        extra["minibatch"] = objectives.MINIBATCH_STATS[name](mb, **kw)
+    if entry.minibatch_stats is not None:  # e.g. GAPO's Ā, over the whole minibatch
+        extra["minibatch"] = entry.minibatch_stats(mb, **kw)
     out, _ = entry.fn(jnp.asarray(logps), old, jnp.asarray(adv_BxT), MASK, **extra, **kw)
     return np.asarray(out)
 

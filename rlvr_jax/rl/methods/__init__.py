@@ -15,6 +15,7 @@ from rlvr_jax.rl.methods import (  # noqa: F401
     locators,
     model_signals,
     mopd,
+    pair,
     task_signals,
     teacher_dists,
 )

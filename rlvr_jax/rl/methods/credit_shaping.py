@@ -157,7 +157,8 @@ _OM = dict(leave_one_out=False, scale_by_std=True, eps=1e-6, mask_answer=True)
 _OM_FIELDS = ("answer_id_B", "answer_start_B", "answer_end_B")
 
 
-@credit.TRANSFORMS.register("om_grpo", requires=_OM_FIELDS, **_OM)
+# Both OM-GRPO transforms are label-free: they replace the verifier's advantage.
+@credit.TRANSFORMS.register("om_grpo", requires=_OM_FIELDS, label_free=True, **_OM)
 def om_grpo(adv_BxT, batch, *, leave_one_out, scale_by_std, eps, mask_answer):
     """OM-GRPO: GRPO on soft-consensus rewards, answer span masked (replaces adv_BxT)."""
     del adv_BxT  # label-free: the verifier's advantage is not used
@@ -168,6 +169,7 @@ def om_grpo(adv_BxT, batch, *, leave_one_out, scale_by_std, eps, mask_answer):
 @credit.TRANSFORMS.register(
     "om_grpo_contrast",
     requires=(*_OM_FIELDS, "pair_wins_BxB", "pair_compared_BxB"),
+    label_free=True,
     lam=0.5,
     **_OM,
 )

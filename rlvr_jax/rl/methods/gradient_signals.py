@@ -42,7 +42,7 @@ def gapo_batch_scale(adv_BxT, mask_BxT):
     """Ā of a minibatch: the mean |A_i| over rows with a loss token and A_i ≠ 0 (0 if none).
 
     The update computes it over every row of the minibatch before the
-    micro-batches run (`objectives.MINIBATCH_STATS`), so GAPO's bounds do not
+    micro-batches run (its entry's `minibatch_stats`), so GAPO's bounds do not
     depend on `train.micro_batch_size`. Traceable.
 
     Args:
@@ -82,7 +82,7 @@ def _success_buckets(stats, adv_BxT, mask_BxT, success_B):
     return out
 
 
-_GAPO = dict(requires=(GROUP_SUCCESS,))
+_GAPO = dict(requires=(GROUP_SUCCESS,), minibatch_stats=_minibatch_scale)
 
 
 @objectives.POLICY_LOSSES.register(
@@ -158,9 +158,6 @@ def gapo_gspo(
     # Each sequence's loss on each of its tokens: "seq-mean-token-mean" gives GSPO's mean.
     stats = {k.removesuffix("_B"): v[:, None] * m for k, v in stats.items()}
     return loss_B[:, None] * m, stats | _success_buckets(stats, adv_BxT, m, mb[GROUP_SUCCESS])
-
-
-objectives.MINIBATCH_STATS["gapo"] = objectives.MINIBATCH_STATS["gapo_gspo"] = _minibatch_scale
 
 
 # ------------------------------------------------------------------------------ CSCR

@@ -266,7 +266,10 @@ def answers(ctx, groups, batch):
 
 
 # ---------------------------------------------------------------- majority vote
-@signals.register("majority_vote", provides=("rewards_B",), requires=("answer_id_B",))
+# Label-free: the vote replaces the verifier's reward (TTRL may train on test prompts).
+@signals.register(
+    "majority_vote", provides=("rewards_B",), requires=("answer_id_B",), label_free=True
+)
 def majority_vote(ctx, groups, batch):
     """TTRL's label-free reward, replacing the verifier's: 1 for the group's majority answer.
 
