@@ -61,6 +61,7 @@ from rlvr_jax.scheduling import (
     make_scheduler,
     run_step,
 )
+from rlvr_jax.scheduling.common import RUN_FEATURES
 from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
 from rlvr_jax.scheduling.leeps import neighbour_overlap
 from rlvr_jax.tokenizers import encode_prompt
@@ -118,13 +119,7 @@ class Select:
         self, c, model, tokenizer, task, prompts: Iterator, pad_id: int, processes=1, mesh=None
     ):
         self.c, self.tokenizer, self.task = c, tokenizer, task
-        prior = 0.0
-        if c.select.name == "pair" and not c.select.pair.prior_remaining:
-            prior = remaining_token_prior(
-                task, tokenizer, c.select.pair.prefix_tokens, c.rollout.max_new_tokens
-            )
-            log.info("PAIR remaining-token prior (from the task): %.1f tokens", prior)
-        self.scheduler = build_scheduler(c, prior_remaining=prior)
+        self.scheduler = build_scheduler(c, task, tokenizer)
         self.fields = type(self.scheduler).batch_fields
         self.processes, self.mesh = processes, mesh
         # A pool scheduler runs over the global budget on every process (`select_hosts`).
@@ -246,7 +241,7 @@ class Select:
         if plan.cont_R.any():
             cont = zip(plan.rollout_R, plan.cont_R, strict=True)
             prefix = np.array([len(rows[int(i)]["sampled"]) if c else 0 for i, c in cont])
-        feats = np.zeros((n, NUM_FEATURES), np.float32)
+        feats = np.zeros((n, RUN_FEATURES), np.float32)
         for b in range(n):
             m = groups.response_mask[b]
             if m.any():
@@ -317,9 +312,9 @@ def _prefix(row: dict) -> Prefix:
 
 
 # Scheduler dataclass fields that are not config fields: the estimator is chosen
-# by `select.estimator` (its settings: `select.graph`); the prefix features are fixed here.
+# by `select.estimator` (its settings: `select.graph`); the prefix features are fixed
+# (`scheduling.common.RUN_FEATURES`).
 _NOT_FIELDS = ("estimator", "num_features")
-NUM_FEATURES = 2
 ESTIMATOR_NAMES = ("", "beta", "graph")
 
 
@@ -339,24 +334,19 @@ def estimator_defaults(name: str) -> dict:
     return {f.name: f.default for f in dataclasses.fields(ESTIMATORS[name])}
 
 
-def build_scheduler(c: ml_collections.ConfigDict, prior_remaining: float = 0.0):
+def build_scheduler(c: ml_collections.ConfigDict, task=None, tokenizer=None):
     """The scheduler of `config.select` (ValueError naming the config field on bad values).
 
     Args:
       c: the run config.
-      prior_remaining: PAIR's derived remaining-token prior, used when
-        `select.pair.prior_remaining` is 0 (0 here too: L_max − prefix_tokens,
-        the cap, so that `validate` can build the scheduler without the task).
+      task, tokenizer: the run's, for a scheduler that derives options from them
+        (`run_options`: PAIR's remaining-token prior); None in `validate`, which
+        builds the scheduler without the task.
     Returns:
       The scheduler object.
     """
     name = c.select.name
-    kw = c.select[name].to_dict()
-    if name == "pair":
-        kw["num_features"] = NUM_FEATURES
-        if not kw["prior_remaining"]:
-            cap = max(c.rollout.max_new_tokens - kw["prefix_tokens"], 1)
-            kw["prior_remaining"] = prior_remaining or float(cap)
+    kw = SCHEDULERS[name].run_options(c.select[name].to_dict(), c, task, tokenizer)
     difficulty = c.select.estimator or None
     if difficulty == "graph":  # built here so that its errors name config.select.graph
         if c.select.graph.neighbours >= c.task.train_size:
@@ -373,30 +363,6 @@ def build_scheduler(c: ml_collections.ConfigDict, prior_remaining: float = 0.0):
         return make_scheduler(name, difficulty=difficulty, **kw)
     except (ValueError, TypeError) as err:
         raise ValueError(f"config.select.{name}: {err}") from err
-
-
-def remaining_token_prior(task, tokenizer, prefix_tokens: int, max_new_tokens: int, num: int = 64):
-    """PAIR's remaining-token prior from the task: mean reference length minus the prefix.
-
-    Args:
-      task: the verifiable task (its train problems' `solution` strings).
-      tokenizer: the policy's tokenizer.
-      prefix_tokens: tokens every candidate already has after PAIR's round 0.
-      max_new_tokens: L_max (a response never has more tokens).
-      num: train problems averaged over.
-    Returns:
-      mean(len(solution tokens) + 1) − prefix_tokens, clipped to
-      [1, L_max − prefix_tokens]; the upper end if the task has no solutions.
-    """
-    cap = max(max_new_tokens - prefix_tokens, 1)
-    lengths = []
-    for i in range(num):
-        solution = task.problem(i, "train").solution
-        if solution:
-            lengths.append(len(tokenizer.encode(solution)) + 1)  # + end of turn
-    if not lengths:
-        return float(cap)
-    return float(np.clip(np.mean(lengths) - prefix_tokens, 1, cap))
 
 
 def needs_embeddings(c: ml_collections.ConfigDict) -> bool:

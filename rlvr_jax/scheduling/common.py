@@ -87,6 +87,11 @@ def order_of_first_use(state: State) -> np.ndarray:
     return p[np.sort(first)]
 
 
+# Features per row that a run's select stage (rl.select) gives the ledger: the row's mean
+# sampled-token log-prob and entropy (PAIR's prefix features).
+RUN_FEATURES = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class SchedulerBase:
     """Ledger bookkeeping shared by all schedulers (see rlvr_jax.scheduling.base)."""
@@ -106,6 +111,18 @@ class SchedulerBase:
     def embedding_refresh_every(self) -> int:
         """RL steps between re-embeddings of the pool with the current policy (0 = never)."""
         return 0
+
+    @classmethod
+    def run_options(cls, options: dict, c, task=None, tokenizer=None) -> dict:
+        """The constructor's keyword arguments for a run: `config.select.<name>` as it is.
+
+        Args:
+          options: the scheduler's sub-config as a dict.
+          c: the run config; task, tokenizer: the run's (None in `validate`), for a
+            scheduler that derives options from them.
+        """
+        del c, task, tokenizer
+        return options
 
     @classmethod
     def check_config(cls, c) -> None:

@@ -26,13 +26,40 @@ prefix features and trained on completed candidates weighted by 1/π).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import ClassVar
 
 import numpy as np
 
 from rlvr_jax.scheduling import pair_math
 from rlvr_jax.scheduling.base import Plan
-from rlvr_jax.scheduling.common import SchedulerBase, empty_plan, new_rows
+from rlvr_jax.scheduling.common import RUN_FEATURES, SchedulerBase, empty_plan, new_rows
+
+log = logging.getLogger(__name__)
+
+
+def remaining_token_prior(task, tokenizer, prefix_tokens: int, max_new_tokens: int, num: int = 64):
+    """PAIR's remaining-token prior from the task: mean reference length minus the prefix.
+
+    Args:
+      task: the verifiable task (its train problems' `solution` strings).
+      tokenizer: the policy's tokenizer.
+      prefix_tokens: tokens every candidate already has after PAIR's round 0.
+      max_new_tokens: L_max (a response never has more tokens).
+      num: train problems averaged over.
+    Returns:
+      mean(len(solution tokens) + 1) − prefix_tokens, clipped to
+      [1, L_max − prefix_tokens]; the upper end if the task has no solutions.
+    """
+    cap = max(max_new_tokens - prefix_tokens, 1)
+    lengths = []
+    for i in range(num):
+        solution = task.problem(i, "train").solution
+        if solution:
+            lengths.append(len(tokenizer.encode(solution)) + 1)  # + end of turn
+    if not lengths:
+        return float(cap)
+    return float(np.clip(np.mean(lengths) - prefix_tokens, 1, cap))
 
 
 def _design_matrix(feat_RxF):
@@ -50,8 +77,8 @@ class PAIR(SchedulerBase):
       pi_min: lower bound on the continuation probabilities.
       prior_remaining: remaining tokens predicted before any candidate completed
         (the ridge prior's intercept, worth `ridge` observations; ours: 256, the
-        simulator's scale). The trainer derives it from the task instead
-        (rlvr_jax.rl.select.remaining_token_prior): after the first step the
+        simulator's scale). A run derives it from the task instead
+        (`remaining_token_prior`, `run_options`): after the first step the
         regression on observed lengths dominates it.
       ridge: ridge strength of the remaining-token regression.
       lr, iters: logistic-regression steps per RL step.
@@ -69,6 +96,25 @@ class PAIR(SchedulerBase):
     ridge: float = 1.0
     lr: float = 0.5
     iters: int = 5
+
+    @classmethod
+    def run_options(cls, options: dict, c, task=None, tokenizer=None) -> dict:
+        """The run's F prefix features; prior_remaining 0 = derived from the task.
+
+        Without a task (`validate`) the derived prior is the cap L_max − prefix_tokens.
+        """
+        out = dict(options, num_features=RUN_FEATURES)
+        if not out["prior_remaining"]:
+            prefix, cap = out["prefix_tokens"], c.rollout.max_new_tokens
+            if task is None:
+                out["prior_remaining"] = float(max(cap - prefix, 1))
+            else:
+                out["prior_remaining"] = remaining_token_prior(task, tokenizer, prefix, cap)
+                log.info(
+                    "PAIR remaining-token prior (from the task): %.1f tokens",
+                    out["prior_remaining"],
+                )
+        return out
 
     @classmethod
     def check_config(cls, c) -> None:

@@ -16,6 +16,7 @@ from rlvr_jax.rl.config import default_config, validate
 from rlvr_jax.rollout import score
 from rlvr_jax.scheduling import SCHEDULERS, Pool, load_state
 from rlvr_jax.scheduling.estimators import BetaEstimator, GraphEstimator
+from rlvr_jax.scheduling.pair import remaining_token_prior
 from rlvr_jax.testing import parity_score_rows, toy_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2] / "experiments"
@@ -141,12 +142,12 @@ class _Task:
 def test_remaining_token_prior_is_mean_reference_length_minus_prefix():
     # Lengths 2 + 1 and 6 + 1 (end of turn): mean 5; minus a 2-token prefix = 3.
     task = _Task(["ab", "abcdef"])
-    assert select.remaining_token_prior(task, _Tokens(), 2, 64, num=2) == 3.0
+    assert remaining_token_prior(task, _Tokens(), 2, 64, num=2) == 3.0
     # Clipped to [1, L_max - prefix] ...
-    assert select.remaining_token_prior(task, _Tokens(), 2, 4, num=2) == 2.0
-    assert select.remaining_token_prior(task, _Tokens(), 9, 64, num=2) == 1.0
+    assert remaining_token_prior(task, _Tokens(), 2, 4, num=2) == 2.0
+    assert remaining_token_prior(task, _Tokens(), 9, 64, num=2) == 1.0
     # ... and the cap when the task has no reference solutions.
-    assert select.remaining_token_prior(_Task([""]), _Tokens(), 16, 64) == 48.0
+    assert remaining_token_prior(_Task([""]), _Tokens(), 16, 64) == 48.0
 
 
 def test_pair_prior_field_zero_is_derived_else_used():
@@ -155,9 +156,11 @@ def test_pair_prior_field_zero_is_derived_else_used():
     c.select.pair.prefix_tokens = 16
     assert c.select.pair.prior_remaining == 0.0  # the default: derive from the task
     assert select.build_scheduler(c).prior_remaining == 48.0  # no task: L_max - prefix
-    assert select.build_scheduler(c, prior_remaining=12.5).prior_remaining == 12.5
+    # With the run's task: its mean reference length (26 + 1) minus the 16-token prefix.
+    task = _Task(["a" * 26])
+    assert select.build_scheduler(c, task, _Tokens()).prior_remaining == 11.0
     c.select.pair.prior_remaining = 40.0
-    assert select.build_scheduler(c, prior_remaining=12.5).prior_remaining == 40.0
+    assert select.build_scheduler(c, task, _Tokens()).prior_remaining == 40.0
 
 
 def test_scheduled_select_derives_pair_prior_from_the_task():
