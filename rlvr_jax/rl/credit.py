@@ -128,6 +128,11 @@ def gae(rewards_B, group_B, valid_B, mask_BxT, *, num_groups, values_BxT, gamma,
     return a, returns
 
 
+def transform_names(c) -> list[str]:
+    """The credit transforms of `config.credit.transforms`, in order."""
+    return [n.strip() for n in c.credit.transforms.split(",") if n.strip()]
+
+
 def apply_transforms(names: list[str], adv_BxT, batch, hparams, *, step: int = 0):
     """Applies the token transforms `names` in order.
 
