@@ -63,7 +63,6 @@ from rlvr_jax.scheduling import (
 )
 from rlvr_jax.scheduling.common import RUN_FEATURES
 from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
-from rlvr_jax.scheduling.leeps import neighbour_overlap
 from rlvr_jax.tokenizers import encode_prompt
 
 log = logging.getLogger(__name__)
@@ -139,20 +138,19 @@ class Select:
         return prompt_embeddings(self.model, prompts, self.pad_id, mesh=self.mesh)
 
     def _refresh_neighbours(self) -> dict[str, float]:
-        """LEEPS: the pool re-embedded with the current policy every `refresh_every` steps.
+        """The pool re-embedded with the current policy every `embedding_refresh_every()` steps.
 
-        Returns the step's stats: "select/leeps_neighbour_overlap", the share of
-        neighbour pairs the refresh kept (only on refresh steps).
+        Returns the step's stats, "select/<name>" of the scheduler's refresh stats
+        (LEEPS: "select/leeps_neighbour_overlap", the share of neighbour pairs the
+        refresh kept), on refresh steps only.
         """
         every = self.scheduler.embedding_refresh_every()
         step = int(self.state["step"])
         if not every or step == 0 or step % every:
             return {}
-        old = self.state["leeps"]["nbr"]
-        self.state = self.scheduler.refresh_neighbours(self.state, self._embeddings())
-        overlap = neighbour_overlap(old, self.state["leeps"]["nbr"])
-        log.info("step %d: LEEPS neighbours re-embedded (overlap %.3f)", step, overlap)
-        return {"select/leeps_neighbour_overlap": overlap}
+        self.state, stats = self.scheduler.refresh_embeddings(self.state, self._embeddings())
+        log.info("step %d: the pool re-embedded (%s)", step, stats)
+        return {f"select/{k}": v for k, v in stats.items()}
 
     def _problem(self, index: int):
         index = int(index)

@@ -127,10 +127,11 @@ def _check_label_free(c: ml_collections.ConfigDict) -> None:
             f"{tuple(label_free['score.signals'])} or credit.transforms with one of "
             f"{tuple(label_free['credit.transforms'])})"
         )
-    if c.select.name != "uniform":
+    if not SCHEDULERS[c.select.name].label_free:
+        valid = " or ".join(repr(n) for n, s in SCHEDULERS.items() if s.label_free)
         raise ValueError(
             f"config.task.train_split = {c.task.train_split!r} needs select.name = "
-            f"'uniform' (got {c.select.name!r}: dynamic sampling filters groups by the "
+            f"{valid} (got {c.select.name!r}: dynamic sampling filters groups by the "
             "verifier's rewards, and the stateful schedulers draw train-split prompts)"
         )
 

@@ -105,12 +105,23 @@ class SchedulerBase:
     stream_prompts: ClassVar[bool] = False
     # True: the scheduler reads prompt embeddings (`Pool.embeddings`) of the initial policy.
     needs_embeddings: ClassVar[bool] = False
+    # True: never reads the verifier's rewards (a run may train with it on test prompts
+    # under a label-free reward).
+    label_free: ClassVar[bool] = False
     # Run-config defaults that differ from the dataclass's (e.g. 0 = derive at start).
     config_defaults: ClassVar[dict] = {}
 
     def embedding_refresh_every(self) -> int:
         """RL steps between re-embeddings of the pool with the current policy (0 = never)."""
         return 0
+
+    def refresh_embeddings(self, state: State, embeddings_NxE) -> tuple[State, dict]:
+        """The state after the pool is re-embedded, and {name: value} stats of the change.
+
+        Called every `embedding_refresh_every()` steps; a scheduler that asks for it
+        (`needs_embeddings`) implements it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not re-embed its pool")
 
     @classmethod
     def run_options(cls, options: dict, c, task=None, tokenizer=None) -> dict:
@@ -287,6 +298,7 @@ class Uniform(SchedulerBase):
     each, one round."""
 
     stream_prompts: ClassVar[bool] = True
+    label_free: ClassVar[bool] = True  # the pipeline's next prompts, whatever their rewards
 
     def _propose_from(self, state, rng, budget, fresh):
         if int(state["round"]) > 0:

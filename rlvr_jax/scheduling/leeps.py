@@ -99,6 +99,16 @@ class LEEPS(SchedulerBase):
         out["leeps"] = dict(state["leeps"], nbr=knn(embeddings_NxE, self.neighbours))
         return out
 
+    def refresh_embeddings(self, state, embeddings_NxE):
+        """`refresh_neighbours`, and the share of neighbour pairs it kept.
+
+        Returns:
+          (state, {"leeps_neighbour_overlap": share}).
+        """
+        out = self.refresh_neighbours(state, embeddings_NxE)
+        overlap = neighbour_overlap(state["leeps"]["nbr"], out["leeps"]["nbr"])
+        return out, {"leeps_neighbour_overlap": overlap}
+
     def _propose(self, state, rng, budget):
         if int(state["round"]) > 0:
             return empty_plan(int(state["round"]))
