@@ -4,7 +4,7 @@ A refactor that must not change behaviour (issue 30's plug-in redesign) is check
 running this script before and after it and comparing the two JSON files:
 
   python scripts/config_fingerprints.py configs --out before.json
-  python scripts/config_fingerprints.py pulses --steps 3 --out pulses_before.json
+  python scripts/config_fingerprints.py pulses --steps 3 --parity --out pulses_before.json
   python scripts/config_fingerprints.py compare before.json after.json
 
 `configs` resolves every experiment file's variants ("", "arithmetic", "pulse",
@@ -12,7 +12,10 @@ running this script before and after it and comparing the two JSON files:
 the error the config raised. `pulses` trains every `:pulse` variant for `--steps`
 RL steps on a tiny random model (CPU, ~10-60 s each) and records its metrics lines
 (timings dropped) and a digest of its exported weights; a finished experiment is
-cached in the output file, so a stopped run resumes.
+cached in the output file, so a stopped run resumes. A random model never solves a
+task (every group all-wrong: no update runs), so `--parity` rewards each row by the
+parity of its tokens and votes in SpyRL's games by `rlvr_jax.testing.parity_vote`, as
+the pulse tests do: groups differ and every stage's update really runs.
 """
 
 from __future__ import annotations
@@ -127,6 +130,15 @@ def pulse(name: str, steps: int) -> dict:
     return {"metrics": _plain(lines), "weights": weights, "result": _plain(keep)}
 
 
+def use_parity_rewards() -> None:
+    """Every verifier replaced by the token-parity one (and SpyRL's vote parser)."""
+    from rlvr_jax import testing
+    from rlvr_jax.rollout import score, self_play
+
+    score.score_rows = testing.parity_score_rows
+    self_play.parse_vote = testing.parity_vote
+
+
 def run_pulses(out_path: Path, steps: int, only: list[str]) -> dict:
     done = json.loads(out_path.read_text()) if out_path.exists() else {}
     for name in only or experiment_files():
@@ -172,11 +184,14 @@ def main(argv=None) -> int:
     p.add_argument("files", nargs="*", help="compare: two JSON files; pulses: experiments")
     p.add_argument("--out", type=Path)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--parity", action="store_true", help="pulses: token-parity rewards")
     args = p.parse_args(argv)
     if args.mode == "configs":
         args.out.write_text(json.dumps(resolve_configs(), indent=1, sort_keys=True))
         return 0
     if args.mode == "pulses":
+        if args.parity:
+            use_parity_rewards()
         run_pulses(args.out, args.steps, args.files)
         return 0
     a, b = (json.loads(Path(f).read_text()) for f in args.files)
