@@ -12,9 +12,13 @@ T columns, other letters for other dimensions (`branch_member_KxB`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
+import jax
+import numpy as np
 from flax import struct
+
+# A batch field: host (NumPy) or device (jax) array; its shape is in its name.
+Array = np.ndarray | jax.Array
 
 
 @struct.dataclass
@@ -34,21 +38,21 @@ class Batch:
       extra: fields of score signals and the scheduler, by name.
     """
 
-    tokens_BxT: Any
-    attention_mask_BxT: Any
-    mask_BxT: Any
-    behaviour_logps_BxT: Any
-    old_logps_BxT: Any
-    entropy_BxT: Any
-    rewards_B: Any
-    correct_B: Any
-    group_B: Any
-    valid_B: Any
-    ref_logps_BxT: Any = None
-    old_values_BxT: Any = None
-    adv_BxT: Any = None
-    returns_BxT: Any = None
-    extra: dict[str, Any] = struct.field(default_factory=dict)
+    tokens_BxT: Array
+    attention_mask_BxT: Array
+    mask_BxT: Array
+    behaviour_logps_BxT: Array
+    old_logps_BxT: Array
+    entropy_BxT: Array
+    rewards_B: Array
+    correct_B: Array
+    group_B: Array
+    valid_B: Array
+    ref_logps_BxT: Array | None = None
+    old_values_BxT: Array | None = None
+    adv_BxT: Array | None = None
+    returns_BxT: Array | None = None
+    extra: dict[str, Array] = struct.field(default_factory=dict)
 
     def __getitem__(self, name: str):
         if name in FIELDS:
@@ -66,8 +70,18 @@ class Batch:
         """The fields that hold a value, declared and extra."""
         return [f for f in FIELDS if getattr(self, f) is not None] + list(self.extra)
 
-    def with_extra(self, fields: dict[str, Any]) -> Batch:
-        """A copy with `fields` added: declared names replace their field, others go to extra."""
+    def with_extra(self, fields: dict[str, Array]) -> Batch:
+        """A copy with `fields` added: declared names replace their field, others go to extra.
+
+        A per-row field (`is_row_field`: shape suffix B or Bx...) must have the batch's
+        rows; ValueError naming it otherwise.
+        """
+        rows = len(self.tokens_BxT)
+        for name, value in fields.items():
+            if is_row_field(name) and len(value) != rows:
+                raise ValueError(
+                    f"batch field {name!r} has {len(value)} rows; the batch has {rows}"
+                )
         declared = {k: v for k, v in fields.items() if k in FIELDS}
         extra = {k: v for k, v in fields.items() if k not in FIELDS}
         return self.replace(**declared, extra={**self.extra, **extra})

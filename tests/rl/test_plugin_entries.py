@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlvr_jax.registry import in_range
@@ -154,3 +155,12 @@ def test_no_central_module_names_a_plugin():
     for module in ("rl/validate.py", "rl/select.py", "rl/signals.py", "rl/update.py"):
         named = _string_literals(PACKAGE / module) & names
         assert not named, f"rlvr_jax/{module} names plug-ins {sorted(named)}"
+
+
+def test_a_provided_per_row_field_must_have_the_batchs_rows():
+    from rlvr_jax.rl.batch import Batch
+
+    b = Batch(*[np.zeros((3, 2))] * 6, *[np.zeros(3)] * 4)
+    assert b.with_extra({"tag_B": np.ones(3), "member_KxB": np.ones((5, 3))})["tag_B"].sum() == 3
+    with pytest.raises(ValueError, match="batch field 'tag_B' has 2 rows; the batch has 3"):
+        b.with_extra({"tag_B": np.ones(2)})
