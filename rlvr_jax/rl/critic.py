@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rlvr_jax.core import hl_gauss
+from rlvr_jax.core.losses import clipped_value_loss
 from rlvr_jax.models.heads import CategoricalValueHead, ScalarValueHead
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.registry import one_of
@@ -75,6 +76,35 @@ class Critic(nnx.Module):
             self.head = CategoricalValueHead(d, num_bins=m, v_min=v_min, v_max=v_max, rngs=rngs)
         else:
             self.head = ScalarValueHead(d, rngs=rngs)
+
+    def loss_BxT(self, mb, *, value_clip: float, sigma_ratio: float):
+        """The per-token critic loss of a minibatch (0 off `mb["mask_BxT"]`).
+
+        "mse": the clipped squared error to the returns R_t (`value_clip` c around
+        the old values). The categorical losses: cross-entropy to the target
+        distribution of R_t on the head's support (HL-Gauss: N(R_t, σ²) binned, σ =
+        `sigma_ratio` bin widths); no value clipping (it is a trust region of the
+        squared error; the categorical losses train without one).
+
+        Args:
+          mb: tokens_BxT, attention_mask_BxT, mask_BxT, returns_BxT, old_values_BxT.
+        """
+        tokens, attention, mask = mb["tokens_BxT"], mb["attention_mask_BxT"], mb["mask_BxT"]
+        if self.loss == "mse":
+            values = self(tokens, attention)
+            return clipped_value_loss(
+                values, mb["old_values_BxT"], mb["returns_BxT"], mask, clip=value_clip
+            )
+        h = self.head
+        probs = hl_gauss.targets(
+            mb["returns_BxT"],
+            self.loss,
+            num_bins=h.num_bins,
+            v_min=h.v_min,
+            v_max=h.v_max,
+            sigma_ratio=sigma_ratio,
+        )
+        return hl_gauss.cross_entropy(self.logits(tokens, attention), probs, mask)
 
     def _shift(self, x_BxT):
         """Entry t from hidden state t − 1; entry 0 (no state before it) is 0."""

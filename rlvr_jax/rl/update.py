@@ -21,8 +21,7 @@ from flax import nnx, struct
 from jax import lax
 
 from rlvr_jax import sharding
-from rlvr_jax.core import hl_gauss
-from rlvr_jax.core.losses import aggregate, aggregate_with_denominator, clipped_value_loss
+from rlvr_jax.core.losses import aggregate, aggregate_with_denominator
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.optim import build_optimizer  # noqa: F401 (re-exported: the critic's AdamW)
 from rlvr_jax.rl import objectives
@@ -166,26 +165,7 @@ def make_update(
 
     def critic_loss_fn(params, rest, mb, denom):
         critic = nnx.merge(critic_graphdef, params, rest)
-        if critic.loss != "mse":
-            # Cross-entropy to the categorical target of R_t (HL-Gauss: N(R_t, σ²) binned
-            # on the head's support). No value clipping: it is a trust region of the
-            # squared error; the categorical losses train without one.
-            logits = critic.logits(mb["tokens_BxT"], mb["attention_mask_BxT"])
-            h = critic.head
-            probs = hl_gauss.targets(
-                mb["returns_BxT"],
-                critic.loss,
-                num_bins=h.num_bins,
-                v_min=h.v_min,
-                v_max=h.v_max,
-                sigma_ratio=critic_sigma_ratio,
-            )
-            loss_BxT = hl_gauss.cross_entropy(logits, probs, mb["mask_BxT"])
-        else:
-            values = critic(mb["tokens_BxT"], mb["attention_mask_BxT"])
-            loss_BxT = clipped_value_loss(
-                values, mb["old_values_BxT"], mb["returns_BxT"], mb["mask_BxT"], clip=value_clip
-            )
+        loss_BxT = critic.loss_BxT(mb, value_clip=value_clip, sigma_ratio=critic_sigma_ratio)
         loss = aggregate_with_denominator(loss_BxT, mb["mask_BxT"], "token-mean", denom)
         return loss, {"value_loss": jnp.sum(loss_BxT)}
 
