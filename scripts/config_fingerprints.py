@@ -172,7 +172,7 @@ def _first_difference(x, y, path="") -> str:
                     x.get(k, "<missing>"), y.get(k, "<missing>"), f"{path}.{k}"
                 )
     if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
-        for i, (u, v) in enumerate(zip(x, y)):
+        for i, (u, v) in enumerate(zip(x, y, strict=True)):
             if u != v:
                 return _first_difference(u, v, f"{path}[{i}]")
     return f"{path or 'value'}: {str(x)[:200]} != {str(y)[:200]}"

@@ -2,10 +2,12 @@
 
 Every import in rlvr_jax/ counts, including those inside functions (a lazy
 import is still a dependency). A new package must be added to LAYERS and to the
-README's layering line.
+README's layering line. Cycles are checked between packages and between modules
+(scripts/code_health.py's module graph): a loop inside one package counts too.
 """
 
 import ast
+import importlib.util
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -101,3 +103,32 @@ def test_the_readme_declares_this_layering():
     line = " → ".join(", ".join(layer) for layer in LAYERS)
     readme = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
     assert line in readme, f"README.md must state the layering: {line}"
+
+
+def _code_health():
+    spec = importlib.util.spec_from_file_location("code_health", ROOT / "scripts/code_health.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cycles_finds_each_loop_once():
+    health = _code_health()
+    graph = {
+        "a": {"b": 1},
+        "b": {"c": 2},
+        "c": {"a": 3, "d": 4},
+        "d": {},
+        "e": {"f": 1},
+        "f": {"e": 1},
+    }
+    assert health.cycles(graph) == [["a", "b", "c"], ["e", "f"]]
+    assert health.cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_no_import_cycle_between_modules():
+    health = _code_health()
+    graph = health.module_graph()
+    assert "rlvr_jax.rl.trainer" in graph["rlvr_jax.pipeline.rl_stage"]  # the graph sees imports
+    found = health.cycles(graph)
+    assert not found, "\n".join(health.describe_cycle(graph, c) for c in found)

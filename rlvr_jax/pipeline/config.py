@@ -27,9 +27,25 @@ the pipeline.
 
 from __future__ import annotations
 
+import json
+
 import ml_collections
 
-STAGE_REF_PREFIX = "stage:"
+from rlvr_jax.pipeline import stages
+from rlvr_jax.pipeline.graph import STAGE_REF_PREFIX, init_of, is_pipeline, stage_names, stage_refs
+
+__all__ = [
+    "STAGE_REF_PREFIX",
+    "add_stage",
+    "apply_pulse",
+    "init_of",
+    "is_pipeline",
+    "pipeline_config",
+    "stage_config",
+    "stage_names",
+    "stage_refs",
+    "validate",
+]
 
 
 def pipeline_config() -> ml_collections.ConfigDict:
@@ -65,8 +81,6 @@ def pipeline_config() -> ml_collections.ConfigDict:
 
 def stage_config(kind: str) -> ml_collections.ConfigDict:
     """One stage of `kind` with the kind's default run config; locked."""
-    from rlvr_jax.pipeline import stages
-
     s = ml_collections.ConfigDict()
     s.kind = kind
     s.init = ""
@@ -104,33 +118,6 @@ def add_stage(
     return stage
 
 
-def stage_names(c: ml_collections.ConfigDict) -> list[str]:
-    """The stages of `c.order`, in run order (`c` a ConfigDict or its JSON dict)."""
-    return [n.strip() for n in str(c["order"]).split(",") if n.strip()]
-
-
-def is_pipeline(c: ml_collections.ConfigDict) -> bool:
-    """Whether `c` is a pipeline config (else a single-run RL config)."""
-    return "stages" in c and "order" in c
-
-
-def init_of(c: ml_collections.ConfigDict, name: str) -> str:
-    """The stage (or "base") that stage `name` starts from."""
-    names = stage_names(c)
-    init = c.stages[name].init
-    if init:
-        return init
-    i = names.index(name)
-    return names[i - 1] if i else "base"
-
-
-def stage_refs(value: str) -> list[str]:
-    """The stage names a string field refers to with "stage:<name>"."""
-    import re
-
-    return re.findall(STAGE_REF_PREFIX + r"([A-Za-z0-9_]+)", value)
-
-
 def apply_pulse(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Shrinks a pipeline to a CI pulse (in place): a tiny random base, each stage's pulse.
 
@@ -142,10 +129,6 @@ def apply_pulse(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     Returns:
       `c`, for chaining.
     """
-    import json
-
-    from rlvr_jax.pipeline import stages
-
     c.model.source = "random"
     c.eval.tasks = json.dumps({"arithmetic": {"name": "arithmetic", "options": {}}})
     c.eval.num_problems, c.eval.n_samples, c.eval.max_new_tokens = 4, 4, 16
@@ -157,8 +140,6 @@ def apply_pulse(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
 
 def validate(c: ml_collections.ConfigDict) -> None:
     """Checks the stage graph and each stage's fields; ValueError naming the field."""
-    from rlvr_jax.pipeline import stages
-
     names = stage_names(c)
     if not names:
         raise ValueError("config.order names no stage; add stages with add_stage")

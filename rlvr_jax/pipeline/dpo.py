@@ -44,7 +44,7 @@ _ROW_FIELDS = ("tokens_2xPxT", "attention_mask_2xPxT", "mask_2xPxT")
 
 def dpo_config() -> ml_collections.ConfigDict:
     """An RL config plus `dpo.*`; the RL credit/loss/critic fields are unused. Locked."""
-    from rlvr_jax.pipeline.stages import rl_defaults
+    from rlvr_jax.pipeline.stage_kind import rl_defaults
 
     c = rl_defaults()
     with c.unlocked():

@@ -67,7 +67,7 @@ def evaluate_checkpoint(model_dir, specs: dict, e: ml_collections.ConfigDict) ->
     """
     from rlvr_jax import tasks
     from rlvr_jax.models import load_pretrained
-    from rlvr_jax.pipeline.stages import spread
+    from rlvr_jax.pipeline.stage_kind import spread
     from rlvr_jax.train.evaluate import evaluate_task
     from rlvr_jax.train.warmstart import load_model_tokenizer
 

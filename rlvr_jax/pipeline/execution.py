@@ -4,7 +4,7 @@ RL-kind stages (rl, opd, dpo) have an RL config's `mesh` (shape, rules) and
 `model` execution fields (param_dtype, dtype, attention, attention_block,
 scan_layers, remat). An SFT run config made by `sft.sft_config()` has neither:
 its model is loaded in float32 and, in a multi-process run, sharded over every
-device of every process (`stages.spread`), each batch replicated; one process
+device of every process (`stage_kind.spread`), each batch replicated; one process
 runs it on one device. `add_execution` gives it the same two blocks (same
 names and meanings; defaults = the RL defaults): the model is then loaded in
 those dtypes, sharded on `mesh` by its rules, and each batch's rows are split
@@ -26,7 +26,7 @@ import ml_collections
 from flax import nnx
 
 from rlvr_jax import sharding
-from rlvr_jax.pipeline.stages import SPREAD_RULES, spread
+from rlvr_jax.pipeline.stage_kind import SPREAD_RULES, spread
 
 # The RL config's `model` fields the execution block has (how the model runs, not which).
 EXECUTION_FIELDS = ("param_dtype", "dtype", "attention", "attention_block", "scan_layers", "remat")
@@ -79,7 +79,7 @@ def apply(
     Returns:
       `c`, for chaining.
     """
-    from rlvr_jax.pipeline.config import stage_names
+    from rlvr_jax.pipeline.graph import stage_names
 
     bad = sorted(set(model) - set(EXECUTION_FIELDS))
     if bad:
@@ -136,7 +136,7 @@ def check(c, where: str) -> None:
 def load_policy(c, init_dir: str):
     """An SFT stage's start model (or teacher), placed: (model, mesh or None, rules).
 
-    Without the execution blocks: float32, sharded by `stages.spread` (multi-process
+    Without the execution blocks: float32, sharded by `stage_kind.spread` (multi-process
     only). With them: `model.*` dtypes and execution options, sharded on `mesh`.
     """
     from rlvr_jax.models import load_pretrained

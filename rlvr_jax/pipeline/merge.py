@@ -28,13 +28,17 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from typing import Any
 
+import ml_collections
 import numpy as np
 from flax import nnx
 
+from rlvr_jax import distributed
 from rlvr_jax.models import load_config
 from rlvr_jax.models.checkpoint import WeightSource, hf_name, hf_specs, save_tensors
 from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.pipeline.stage_kind import StageContext
 from rlvr_jax.registry import Registry
 
 MERGES = Registry("merge method")
@@ -182,3 +186,66 @@ def merge_checkpoints(
     save_tokenizer(load_model_tokenizer(base_dir), tmp)
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
+
+
+# --------------------------------------------------------------- the merge stage kind
+def merge_defaults() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.method = "task_arithmetic"  # a name in pipeline.merge.MERGES
+    c.specialists = ""  # earlier stage names, comma-separated: θ_1..θ_n (θ_0 = the init)
+    c.lambdas = ""  # λ_1..λ_n, comma-separated ("" = 1/n each)
+    for name in MERGES.names():
+        c[name] = ml_collections.ConfigDict(dict(MERGES.get(name).defaults))
+    c.lock()
+    return c
+
+
+def _names(s: str) -> list[str]:
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def merge_lambdas(run) -> tuple[float, ...]:
+    """λ per specialist (1/n each when `lambdas` is empty)."""
+    specs = _names(run.specialists)
+    if not run.lambdas:
+        return tuple(1.0 / len(specs) for _ in specs)
+    return tuple(float(x) for x in _names(run.lambdas))
+
+
+def check_merge(run, *, where: str, earlier) -> None:
+    if run.method not in MERGES:
+        raise ValueError(f"{where}.method = {run.method!r}; valid: {', '.join(MERGES.names())}")
+    specs = _names(run.specialists)
+    bad = [s for s in specs if s not in earlier]
+    if not specs or bad:
+        raise ValueError(
+            f"{where}.specialists = {run.specialists!r}: name earlier stages "
+            f"({', '.join(earlier) or 'none'})"
+        )
+    try:
+        lambdas = merge_lambdas(run)
+    except ValueError:
+        raise ValueError(f"{where}.lambdas = {run.lambdas!r} is not a list of numbers") from None
+    if len(lambdas) != len(specs):
+        raise ValueError(f"{where}.lambdas = {run.lambdas!r}: one λ per specialist ({len(specs)})")
+
+
+def run_merge(ctx: StageContext) -> dict[str, Any]:
+    c = ctx.config
+    specs = _names(c.specialists)
+    lambdas = merge_lambdas(c)
+    # Process 0 merges on the host, one tensor at a time, and writes it; the others
+    # check the specialists against the base.
+    write = distributed.is_logging_process()
+    if write:
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        (ctx.workdir / "config.json").write_text(c.to_json(indent=2, sort_keys=True))
+    merge_checkpoints(
+        ctx.init_dir,
+        [ctx.exports[s] for s in specs],
+        lambdas,
+        ctx.export_dir if write else None,
+        method=c.method,
+        hparams=c[c.method].to_dict(),
+    )
+    return {"method": c.method, "specialists": ",".join(specs), "lambdas": str(list(lambdas))}

@@ -22,7 +22,7 @@ file's default scale) into its paper-scale form, in place:
             tokens at T = 1, on the stages' task when `task` = "math_file".
 
 Returns `c`; the RL-kind stages' `model` fields are replaced by each stage's start
-checkpoint when the pipeline runs (`stages.resolve_rl`).
+checkpoint when the pipeline runs (`rl_stage.resolve_rl`).
 """
 
 from __future__ import annotations
@@ -113,6 +113,6 @@ def _math_options() -> dict:
 
 
 def _rl_defaults():
-    from rlvr_jax.pipeline.stages import rl_defaults
+    from rlvr_jax.pipeline.stage_kind import rl_defaults
 
     return rl_defaults()

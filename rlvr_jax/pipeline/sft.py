@@ -14,7 +14,7 @@ resumed stage trains on the same data.
 Mesh and precision (`pipeline.execution`): an SFT run config made by
 `sft_config()` has neither; its model is loaded in float32 and, multi-process
 (`rlvr_jax.distributed`), sharded over every device of every process
-(`stages.spread`), each batch replicated. `execution.add_execution(c)` adds an
+(`stage_kind.spread`), each batch replicated. `execution.add_execution(c)` adds an
 RL config's `mesh` and `model` execution fields: the model is loaded in those
 dtypes, sharded on `mesh`, and each batch's rows are split over data x fsdp.
 
@@ -49,7 +49,7 @@ from flax import nnx
 
 from rlvr_jax import distributed, sharding, tasks
 from rlvr_jax.pipeline import execution
-from rlvr_jax.pipeline.stages import StageContext
+from rlvr_jax.pipeline.stage_kind import StageContext
 from rlvr_jax.tasks.base import CORRECT
 from rlvr_jax.train import sft
 
@@ -139,7 +139,7 @@ def pulse(c) -> None:
 
 def resolve(c, init_dir: str, base) -> None:
     """Empty task options get the base's warm-start ones; teacher domain "" = the base's."""
-    from rlvr_jax.pipeline.stages import task_options
+    from rlvr_jax.pipeline.stage_kind import task_options
 
     del init_dir
     c.task.options = task_options(c.task.name, c.task.options, base)
@@ -317,7 +317,7 @@ def _train(ctx, io, model, tokenizer, task, examples, steps, mesh, rules) -> tup
     """The SFT loop from the last checkpoint; leaves the trained params in `model`.
 
     With a `mesh` the state is sharded on it by `rules`; each batch is replicated
-    (`stages.spread`'s mesh) or, with the execution blocks, split by rows over data x fsdp.
+    (`stage_kind.spread`'s mesh) or, with the execution blocks, split by rows over data x fsdp.
 
     Returns:
       (the last step trained, whether a signal stopped it there).

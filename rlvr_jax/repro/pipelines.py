@@ -88,7 +88,7 @@ def eval_record(results: Mapping[str, Mapping[str, Any]], step: int, stage: str)
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    from rlvr_jax.run.report import read_metrics
+    from rlvr_jax.run.metrics_file import read_metrics
 
     return read_metrics(path) if path.is_file() else []
 

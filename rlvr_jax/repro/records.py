@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_jax.repro import runs as runs_lib
-from rlvr_jax.run.report import read_metrics
+from rlvr_jax.run.metrics_file import read_metrics
 
 SUFFIX = ".json.gz"
 FORMAT = 1

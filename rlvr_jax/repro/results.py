@@ -52,7 +52,7 @@ def curve_keys(repro: Reproduction) -> list[tuple[str, str, str]]:
 
 def collect(repro: Reproduction, runs: list[Run]) -> list[RunResult]:
     """Reads every finished run's metrics (crashed / unfinished runs get no values)."""
-    from rlvr_jax.run.report import read_metrics
+    from rlvr_jax.run.metrics_file import read_metrics
 
     out = []
     for run in runs:

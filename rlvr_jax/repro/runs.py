@@ -313,7 +313,7 @@ def is_complete(run: Run) -> bool:
     A pipeline's metrics.jsonl is joined from its stages here (`pipelines.write_metrics`)
     once every stage is evaluated; it is final when it holds the last stage's evaluation.
     """
-    from rlvr_jax.run.report import read_metrics
+    from rlvr_jax.run.metrics_file import read_metrics
 
     metrics, config = run.workdir / "metrics.jsonl", run.workdir / "config.json"
     pipeline = pipelines.is_pipeline(run.config)

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-METRICS_FILE = "metrics.jsonl"
+from rlvr_jax.run.metrics_file import METRICS_FILE, read_metrics_lines
+
 TENSORBOARD_DIR = "tensorboard"
 _RESERVED = ("step", "split", "time")
 # (metric key, console label, format) in the order the progress line shows them.
@@ -246,8 +247,6 @@ class MetricsLogger:
     def _rewrite(self, max_step: int | None, max_records: int | None = None) -> None:
         """Atomically rewrites the JSONL with its first `max_records` complete records of
         step <= max_step."""
-        from rlvr_jax.run.report import read_metrics_lines
-
         lines = read_metrics_lines(self.path) if self.path.is_file() else []
         kept = [line for line, rec in lines if max_step is None or rec["step"] <= max_step]
         kept = kept[:max_records] if max_records is not None else kept

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr_jax.pipeline import stages
+from rlvr_jax.pipeline import merge, rl_stage, stages
 from rlvr_jax.pipeline.config import (
     add_stage,
     init_of,
@@ -32,7 +32,7 @@ def test_stages_in_order_and_their_starts():
     assert is_pipeline(c) and not is_pipeline(default_config())
     assert c.stages.opd.run.credit.transforms == "opdvr"  # the opd kind's defaults
     assert c.stages.opd.run.credit.opdvr.gate == "none"
-    assert stages.merge_lambdas(c.stages.merge.run) == (0.5, 0.5)
+    assert merge.merge_lambdas(c.stages.merge.run) == (0.5, 0.5)
     with pytest.raises(AttributeError):
         c.stages.rl.run.train.stepz = 3  # locked
 
@@ -97,7 +97,7 @@ def test_a_warm_start_teacher_of_the_policys_domain_gets_the_bases_domain():
     c = _pipeline()
     c.model.domain = "arithmetic"
     k = stages.kind("opd")
-    run = stages.opd_defaults()
+    run = rl_stage.opd_defaults()
     assert (run.score.teacher.source, run.score.teacher.domain) == ("warm_start", "")
     out = stages.resolve(run, k, "/w/sft/export", {"base": "/b"}, c.model)
     assert out.score.teacher.domain == "arithmetic"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rlvr_jax.pipeline.stages import PlateauSwitch
+from rlvr_jax.pipeline.rl_stage import PlateauSwitch
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import apply_variant, default_config
 

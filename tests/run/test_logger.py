@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rlvr_jax.run.logger import MetricsLogger, format_duration
-from rlvr_jax.run.report import read_metrics
+from rlvr_jax.run.metrics_file import read_metrics
 
 
 def _read_events(logdir):

@@ -11,7 +11,8 @@ import pytest
 
 from rlvr_jax.run import report
 from rlvr_jax.run.logger import MetricsLogger
-from rlvr_jax.run.report import plot_curves, read_metrics, results_table, write_report
+from rlvr_jax.run.metrics_file import read_metrics
+from rlvr_jax.run.report import plot_curves, results_table, write_report
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
