@@ -236,7 +236,7 @@ def _step_bench(a):
         setattr(trainer_lib.Trainer, m, _clock(rec, name, originals[m]))
     usage0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    trainer = trainer_lib.Trainer(c, workdir)
+    trainer = trainer_lib.Trainer.from_config(c, workdir)
     try:
         trainer.run()
     finally:
@@ -246,7 +246,7 @@ def _step_bench(a):
             setattr(trainer_lib.Trainer, m, originals[m])
     wall = time.perf_counter() - t0
     # The trainer's old-log-prob forward (loss.recompute_old_logps) on the same rows.
-    policy = trainer.score_ctx.with_policy(params=trainer.state.params).policy
+    policy = trainer.parts.score_ctx.with_policy(params=trainer.state.params).policy
     for tokens, attn in rows:
         run = functools.partial(policy.logps, tokens, attn)
         run()  # compile / warm

@@ -33,7 +33,7 @@ PAPER_SCALE = {"paper_scale/qwen3_8b_grpo", "paper_scale/qwen3_4b_grpo"}
 # `:paper` variants that plan but cannot run as they stand, and why (also in their docstring).
 NOT_RUNNABLE = {"cliff/cliff": "the judge locator loads warm-start judges only"}
 TEACHER_SIGNALS = ("teacher", "teacher_hidden", "teacher_topk")
-# `:paper` variants the trainer refuses on a multi-host slice (rl/trainer._check_processes),
+# `:paper` variants the trainer refuses on a multi-host slice (rl/parts.check_processes),
 # as docs/tpu_pods.md lists them: none since LSPO's scaffold runs multi-process.
 MULTI_HOST_PENDING: dict[str, str] = {}
 V5P_CHIPS_PER_HOST = 4
@@ -229,9 +229,9 @@ def test_teacher_experiment_without_a_teacher_checkpoint_is_refused():
 
 
 def test_which_paper_variants_a_multi_host_slice_refuses(monkeypatch):
-    from rlvr_jax.rl import trainer as trainer_lib
+    from rlvr_jax.rl import parts as parts_lib
 
-    monkeypatch.setattr(trainer_lib.distributed, "check_rows_split", lambda mesh: None)
+    monkeypatch.setattr(parts_lib.distributed, "check_rows_split", lambda mesh: None)
     from rlvr_jax.pipeline.execution import TRAINER_KINDS
 
     runs = [(name, _module(name).get_config("paper")) for name in _files()]
@@ -242,9 +242,9 @@ def test_which_paper_variants_a_multi_host_slice_refuses(monkeypatch):
     for name, c in runs:
         hosts = math.prod(c.mesh.shape) // V5P_CHIPS_PER_HOST
         assert hosts > 1, name  # every :paper slice is multi-host
-        monkeypatch.setattr(trainer_lib.jax, "process_count", lambda hosts=hosts: hosts)
+        monkeypatch.setattr(parts_lib.jax, "process_count", lambda hosts=hosts: hosts)
         try:
-            trainer_lib._check_processes(c, None)  # the prompt split must work for all
+            parts_lib.check_processes(c, None)  # the prompt split must work for all
         except NotImplementedError:
             refused.add(name)
     assert refused == set(MULTI_HOST_PENDING)

@@ -13,8 +13,9 @@ Ours: pairs from verified on-policy rollouts (the staged SFT → DPO → RLVR
 pipelines of "Locked at the Entrance" give no pair construction); pairs of a
 group matched in sampling order; one update per pass over all pairs.
 
-`DPOTrainer` is the RL trainer with the batch and update stages replaced, so
-it keeps everything else of a run: checkpoints and bitwise resume, SIGTERM,
+`dpo_trainer(config, workdir)` is the RL trainer's loop over an RL run's parts
+(`rl.parts.build_parts`) with DPO's score, credit and update stages (`DPOSteps`),
+so it keeps everything else of a run: checkpoints and bitwise resume, SIGTERM,
 evaluation, logs, report and export. Multi-process as the RL trainer: each
 process pairs its own groups' rows; an update is one program over every
 process's pairs (the global [2, P, T] batch: chosen row, rejected row), the
@@ -36,6 +37,8 @@ from rlvr_jax import distributed, sharding
 from rlvr_jax.core import dpo
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import build, signals
+from rlvr_jax.rl.parts import Parts, build_parts
+from rlvr_jax.rl.steps import trimmed
 from rlvr_jax.rl.trainer import Trainer
 
 _LENGTH_MULTIPLE = 32  # rows trimmed to a multiple of this width: few compiles
@@ -100,30 +103,38 @@ def make_dpo_update(graphdef, optimizer, *, beta, label_smoothing, loss_type):
     return jax.jit(update, donate_argnums=0)
 
 
-class DPOTrainer(Trainer):
-    """The RL trainer with DPO's batch (verified pairs + reference) and update."""
+def check_dpo(config: ml_collections.ConfigDict, mesh) -> None:
+    """The `dpo.*` fields and the pairs' split over the mesh; ValueError naming the field."""
+    d = config.dpo
+    if d.loss_type not in dpo.LOSS_TYPES:
+        raise ValueError(f"config.dpo.loss_type = {d.loss_type!r}; valid: {dpo.LOSS_TYPES}")
+    if d.beta <= 0 or not 0 <= d.label_smoothing < 0.5 or d.pairs_per_group < 1:
+        raise ValueError(
+            f"config.dpo: beta = {d.beta} must be > 0, label_smoothing = "
+            f"{d.label_smoothing} in [0, 0.5), pairs_per_group = {d.pairs_per_group} >= 1"
+        )
+    pairs = config.data.prompts_per_step * d.pairs_per_group
+    shards = sharding.batch_shards(mesh)
+    if pairs % shards:
+        raise ValueError(
+            f"config.data.prompts_per_step x config.dpo.pairs_per_group = {pairs} pairs "
+            f"per step must be a multiple of the mesh's {shards} batch shards"
+        )
 
-    def __init__(self, config: ml_collections.ConfigDict, workdir, allow_config_change=()):
-        super().__init__(config, workdir, allow_config_change)
+
+class DPOSteps:
+    """DPO's score (verified pairs + reference log-probs), credit (none) and update stages
+    over an RL run's parts; `Trainer(parts, DPOSteps(parts))` runs them."""
+
+    def __init__(self, parts: Parts):
+        self.parts = parts
+        config = parts.config
+        check_dpo(config, parts.mesh)
         d = config.dpo
-        if d.loss_type not in dpo.LOSS_TYPES:
-            raise ValueError(f"config.dpo.loss_type = {d.loss_type!r}; valid: {dpo.LOSS_TYPES}")
-        if d.beta <= 0 or not 0 <= d.label_smoothing < 0.5 or d.pairs_per_group < 1:
-            raise ValueError(
-                f"config.dpo: beta = {d.beta} must be > 0, label_smoothing = "
-                f"{d.label_smoothing} in [0, 0.5), pairs_per_group = {d.pairs_per_group} >= 1"
-            )
-        pairs = config.data.prompts_per_step * d.pairs_per_group
-        shards = sharding.batch_shards(self.mesh)
-        if pairs % shards:
-            raise ValueError(
-                f"config.data.prompts_per_step x config.dpo.pairs_per_group = {pairs} pairs "
-                f"per step must be a multiple of the mesh's {shards} batch shards"
-            )
-        graphdef, params, _ = nnx.split(self.model, nnx.Param, ...)
+        graphdef, params, _ = nnx.split(parts.model, nnx.Param, ...)
         # π_ref: the stage's start (the model as built, before any checkpoint restore).
-        self.dpo_ref = jax.tree.map(jnp.copy, params)
-        self.dpo_update = make_dpo_update(
+        self.reference = jax.tree.map(jnp.copy, params)
+        self.update_fn = make_dpo_update(
             graphdef,
             build.policy_optimizer(config),
             beta=float(d.beta),
@@ -131,24 +142,25 @@ class DPOTrainer(Trainer):
             loss_type=d.loss_type,
         )
 
-    # The RL stages, replaced: score builds the preference pairs, credit has nothing to
-    # assign, update takes DPO steps. (The returned dict is DPO's own batch, not rl.Batch.)
-    def score(self, groups, fields, step) -> dict[str, np.ndarray]:
+    # The RL stages' counterparts: score builds the preference pairs, credit has nothing
+    # to assign, update takes DPO steps. (The batch is DPO's own dict, not rl.Batch.)
+    def score(self, state, groups, fields, step) -> dict[str, np.ndarray]:
         """This process's pairs as [2, P, T] rows (chosen, rejected) with reference log-probs."""
-        del fields, step
-        g = self.trimmed(groups, _LENGTH_MULTIPLE)
+        del state, fields, step
+        p = self.parts
+        g = trimmed(groups, _LENGTH_MULTIPLE)
         chosen, rejected, valid = dpo.preference_pairs(
             g.correct,
             g.group,
             g.valid,
             num_groups=g.num_groups,
-            pairs_per_group=self.c.dpo.pairs_per_group,
+            pairs_per_group=p.config.dpo.pairs_per_group,
         )
         rows = np.concatenate([chosen, rejected])
         tokens, attn = g.tokens[rows], g.attention_mask[rows]
         mask = (g.response_mask & g.valid[:, None])[rows]
         ref_BxT = signals.map_row_chunks(
-            self.score_ctx.policy.fn, (self.dpo_ref, self.rest), (tokens, attn), chunk=len(rows)
+            p.score_ctx.policy.fn, (self.reference, p.rest), (tokens, attn), chunk=len(rows)
         )
         ref_B = np.asarray(dpo.sequence_logps(ref_BxT, mask), np.float32)
         out = dict(zip(_ROW_FIELDS, (tokens, attn, mask), strict=True), ref_logps_2xP=ref_B)
@@ -159,19 +171,27 @@ class DPOTrainer(Trainer):
         del step, num_groups
         return batch
 
-    def update(self, b: dict[str, np.ndarray], step: int) -> dict[str, Any]:
+    def update(self, state, b: dict[str, np.ndarray], step: int) -> tuple[Any, dict[str, Any]]:
+        p = self.parts
         if not distributed.agree(b["valid_P"].any()):
-            return {"pairs": 0.0}
+            return state, {"pairs": 0.0}
         # The global batch: every process's pairs, concatenated (pairs on the batch axes).
         valid = b.pop("valid_P")
-        b = distributed.host_local_to_global(b, self.mesh, sharding.batch_sharding(self.mesh, 1))
-        b["valid_P"] = distributed.host_local_to_global(valid, self.mesh)
+        b = distributed.host_local_to_global(b, p.mesh, sharding.batch_sharding(p.mesh, 1))
+        b["valid_P"] = distributed.host_local_to_global(valid, p.mesh)
         totals: dict[str, float] = {}
-        for epoch in range(self.c.train.ppo_epochs):
-            self.state, metrics = self.dpo_update(self.state, self.rest, b)
+        epochs = p.config.train.ppo_epochs
+        for epoch in range(epochs):
+            state, metrics = self.update_fn(state, p.rest, b)
             metrics = jax.device_get(metrics)
             # Before anything of this step can be saved: parameters and grad norm sane.
-            self.io.check_update(self.state, metrics, step + 1, epoch)
+            p.io.check_update(state, metrics, step + 1, epoch)
             for k, v in metrics.items():
-                totals[k] = totals.get(k, 0.0) + float(v) / self.c.train.ppo_epochs
-        return totals
+                totals[k] = totals.get(k, 0.0) + float(v) / epochs
+        return state, totals
+
+
+def dpo_trainer(config: ml_collections.ConfigDict, workdir, allow_config_change=()) -> Trainer:
+    """The DPO stage's trainer: an RL run's parts with DPO's steps."""
+    parts = build_parts(config, workdir, allow_config_change)
+    return Trainer(parts, DPOSteps(parts))

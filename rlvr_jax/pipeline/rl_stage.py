@@ -16,7 +16,7 @@ import ml_collections
 
 from rlvr_jax import distributed
 from rlvr_jax.core.opd import opd_plateaued
-from rlvr_jax.pipeline.dpo import DPOTrainer
+from rlvr_jax.pipeline.dpo import dpo_trainer
 from rlvr_jax.pipeline.stage_kind import StageContext, rl_defaults, task_options
 from rlvr_jax.rl.config import SOLUTION_VIEW, apply_variant, validate
 from rlvr_jax.rl.trainer import Trainer
@@ -123,8 +123,8 @@ def resolve_rl(run, init_dir: str, base) -> None:
 
 def run_trainer(ctx: StageContext) -> dict[str, Any]:
     """Runs (or resumes) an rl / opd / dpo stage with its switch rule."""
-    trainer_cls = DPOTrainer if ctx.kind == "dpo" else Trainer
-    trainer = trainer_cls(ctx.config, ctx.workdir, ctx.allow_config_change)
+    make = dpo_trainer if ctx.kind == "dpo" else Trainer.from_config
+    trainer = make(ctx.config, ctx.workdir, ctx.allow_config_change)
     rule = None
     if ctx.switch.patience:
         sw = ctx.switch

@@ -9,9 +9,11 @@ naming the extra fields they read, e.g. off-context behaviour log-probs)
 
 returning a per-token loss (0 off the mask) that `aggregate` reduces, and
 {name: [B, T] float {0, 1} indicators} whose masked means are logged as
-fractions. Sequence-level surrogates (GSPO) spread each sequence's loss over
-its tokens so that "seq-mean-token-mean" aggregation gives the paper's mean
-over sequences.
+fractions. Statistics over a subset S of the tokens go under `stats[SUBSETS]`:
+{S: {"tokens": [B, T] membership, name: [B, T] values on S}}, logged as the
+mean over S's tokens, "name@S" (`rl.step_metrics`). Sequence-level surrogates
+(GSPO) spread each sequence's loss over its tokens so that "seq-mean-token-mean"
+aggregation gives the paper's mean over sequences.
 
 `LossSpec` holds the numbers of one run's loss (hashable: a static jit
 argument); `policy_loss` assembles surrogate + β·KL − entropy bonus, with
@@ -24,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from rlvr_jax.core import losses
@@ -33,6 +36,8 @@ from rlvr_jax.registry import Registry
 # needs over the whole minibatch before its micro-batches run, like the aggregation
 # denominator (so they do not depend on the micro-batch split); it gets them as `minibatch=`.
 POLICY_LOSSES = Registry("policy loss")
+# The stats key of per-subset statistics: {subset: {"tokens": membership_BxT, name: BxT}}.
+SUBSETS = "subsets"
 
 
 @POLICY_LOSSES.register("ppo_clip", eps_low=0.2, eps_high=0.2, dual_clip=0.0)
@@ -126,8 +131,7 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
     Returns:
       (loss, sums): the scalar loss and {name: masked sum} of the per-token
       diagnostics (policy loss, KL, entropy, clip indicators, ratio) for logging.
-      A diagnostic "X@S" is a fraction over the subset S of tokens, counted by
-      the diagnostic "tokens@S".
+      Per-subset sums are under sums[SUBSETS][S] (with their token count "tokens").
     """
     mask = mb["mask_BxT"]
     entry = POLICY_LOSSES.get(spec.name)
@@ -146,7 +150,9 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
     total_BxT = pg_BxT
     m = jnp.asarray(mask, jnp.float32)
     sums = {"pg_loss": jnp.sum(pg_BxT)}
-    sums.update({k: jnp.sum(v * m) for k, v in stats.items()})
+    sums.update({k: jnp.sum(v * m) for k, v in stats.items() if k != SUBSETS})
+    if SUBSETS in stats:
+        sums[SUBSETS] = jax.tree.map(lambda v: jnp.sum(v * m), stats[SUBSETS])
     r = losses.ratio(logps_BxT, mb["old_logps_BxT"], mask)
     sums["ratio"] = jnp.sum(r * m)
     if spec.kl_coef:

@@ -131,9 +131,11 @@ def make_update(
       `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
       [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
       old_logps_BxT, adv_BxT, and as needed ref_logps_BxT, behaviour_logps_BxT,
-      old_values_BxT, returns_BxT. Metrics are sums over the minibatch
-      ("sum/<name>", with "sum/tokens" to average them) plus loss, grad_norm,
-      and the critic's value_loss and critic_grad_norm.
+      old_values_BxT, returns_BxT. Metrics: loss, grad_norm and the critic's
+      value_loss and critic_grad_norm (per update); "token_sums", the loss's
+      per-token diagnostics summed over the minibatch's loss tokens (their count
+      "tokens"); "subset_sums", {subset: {"tokens": count, name: sum}} of its
+      per-subset ones (`objectives.SUBSETS`). `rl.step_metrics` reduces them.
     """
     with_entropy = bool(spec.entropy_coef)
     # Losses over whole next-token distributions (rl.methods.distill: opd_full_kl,
@@ -172,7 +174,7 @@ def make_update(
     def update(state: RLState, rest, critic_rest, mb):
         n, rows, t = mb["mask_BxT"].shape
         flat_mask = mb["mask_BxT"].reshape(n * rows, t)
-        metrics = {"sum/tokens": jnp.sum(flat_mask, dtype=jnp.float32)}
+        metrics = {"token_sums": {"tokens": jnp.sum(flat_mask, dtype=jnp.float32)}}
         params, opt_state = state.params, state.opt_state
         if train_policy:
             # Over the whole minibatch, before the micro-batches: the denominator and the
@@ -185,7 +187,10 @@ def make_update(
             )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
-            metrics.update({f"sum/{k}": v for k, v in sums.items()})
+            subsets = sums.pop(objectives.SUBSETS, None)
+            metrics["token_sums"].update(sums)
+            if subsets is not None:
+                metrics["subset_sums"] = subsets
             metrics.update(loss=loss, grad_norm=optax.tree.norm(grads))
         critic_params, critic_opt_state = state.critic_params, state.critic_opt_state
         if critic_graphdef is not None:

@@ -64,7 +64,7 @@ def test_trainer_ends_at_the_switch_step_and_resumes_ended(tmp_path, monkeypatch
 
     monkeypatch.setattr(trainer_lib.Trainer, "evaluate", scripted_evaluate)
     c = _config(steps=8)
-    trainer = trainer_lib.Trainer(c, tmp_path)
+    trainer = trainer_lib.Trainer.from_config(c, tmp_path)
     rule = PlateauSwitch(trainer.io.logger.path, "pass@1", DELTA, K)
     try:
         result = trainer.run(stop_rule=rule)
@@ -80,7 +80,7 @@ def test_trainer_ends_at_the_switch_step_and_resumes_ended(tmp_path, monkeypatch
     assert len(calls) == SWITCH_STEP + 1
 
     # A rerun finds the plateau in its history and trains no further.
-    trainer = trainer_lib.Trainer(c, tmp_path)
+    trainer = trainer_lib.Trainer.from_config(c, tmp_path)
     try:
         trainer.run(stop_rule=PlateauSwitch(trainer.io.logger.path, "pass@1", DELTA, K))
     finally:

@@ -213,11 +213,11 @@ def test_hl_gauss_critic_trainer_pulse_and_checkpoint(tmp_path, monkeypatch):
 
     # Random models never pass: parity rewards.
     monkeypatch.setattr(score, "score_rows", parity_score_rows)
-    t = trainer_lib.Trainer(c, tmp_path)
+    t = trainer_lib.Trainer.from_config(c, tmp_path)
     t.run()
     t.io.close()
     head = t.state.critic_params["head"]
-    assert head["kernel"][...].shape == (t.model.config.hidden_size, 11)
+    assert head["kernel"][...].shape == (t.parts.model.config.hidden_size, 11)
     assert head["bias"][...].shape == (11,)
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
     train = [x for x in map(json.loads, lines) if x["split"] == "train"]
@@ -231,18 +231,19 @@ def test_hl_gauss_critic_trainer_pulse_and_checkpoint(tmp_path, monkeypatch):
         assert 0 <= x["critic/brier_first"] <= 1 and 0 <= x["critic/ece_first"] <= 1
     assert train[0]["critic/brier"] != train[1]["critic/brier"]
 
-    again = trainer_lib.Trainer(c, tmp_path)
-    state, step = again.io.restore(again.state, again.prompts)
+    again = trainer_lib.Trainer.from_config(c, tmp_path)
+    state, step = again.io.restore(again.state, again.parts.prompts)
     again.io.close()
     assert step == 2
     for a, b in zip(
         jax.tree.leaves(t.state.critic_params), jax.tree.leaves(state.critic_params), strict=True
     ):
         np.testing.assert_array_equal(a, b)
-    values = again.value_fn(state.critic_params, again.critic_rest, *_rows(again))
+    critic = again.parts.critic
+    values = critic.value_fn(state.critic_params, critic.rest, *_rows(again))
     assert np.all((values >= -0.5) & (values <= 1.5))
 
 
 def _rows(trainer):
-    tok = trainer.tokenizer.encode("1 + 2 =")  # 8 rows: they split over the 8-device mesh
+    tok = trainer.parts.tokenizer.encode("1 + 2 =")  # 8 rows: they split over the 8-device mesh
     return np.asarray([tok] * 8, np.int32), np.ones((8, len(tok)), bool)

@@ -35,12 +35,12 @@ _CHILD = textwrap.dedent(
     c = multihost_pulse("baselines/grpo.py")
     c.eval.num_problems = 5  # 3 + 2 (one padding entry on process 1)
     c.eval.temperature = 0.0
-    t = trainer_lib.Trainer(c, workdir)
+    t = trainer_lib.Trainer.from_config(c, workdir)
     split = t.evaluate()
     mine = sorted(set(seen))
     seen.clear()
     every = evaluate_task(
-        t.model, t.tokenizer, t.task, split=c.eval.split, num_problems=5,
+        t.parts.model, t.parts.tokenizer, t.parts.task, split=c.eval.split, num_problems=5,
         n_samples=c.eval.n_samples, temperature=0.0, max_new_tokens=c.rollout.max_new_tokens,
         seed=c.seed + 1,
     )
@@ -94,7 +94,7 @@ _CHILD_GAMES = textwrap.dedent(
     c = multihost_pulse(experiment)
     c.eval.num_problems = 5  # 3 + 2 (one padding entry on process 1)
     c.eval.temperature = 0.0
-    t = trainer_lib.Trainer(c, workdir)
+    t = trainer_lib.Trainer.from_config(c, workdir)
     from rlvr_jax.train import multiturn
     run_episodes = multiturn.run_episodes
 
@@ -110,10 +110,10 @@ _CHILD_GAMES = textwrap.dedent(
     split = t.evaluate()
     mine = sorted(set(seen))
     seen.clear()
-    if t.task.episode_turns():  # every process runs every episode
+    if t.parts.task.episode_turns():  # every process runs every episode
         every = evaluate_episodes(
-            t.model, t.tokenizer, t.task, env_factory=t.task.env,
-            max_turns=t.task.episode_turns(), split=c.eval.split, num_problems=5,
+            t.parts.model, t.parts.tokenizer, t.parts.task, env_factory=t.parts.task.env,
+            max_turns=t.parts.task.episode_turns(), split=c.eval.split, num_problems=5,
             n_samples=c.eval.n_samples, temperature=0.0,
             max_new_tokens=c.rollout.max_new_tokens, seed=c.seed + 1,
         )
@@ -121,11 +121,11 @@ _CHILD_GAMES = textwrap.dedent(
     else:  # every process plays every game
         params = SamplingParams(
             temperature=0.0, max_new_tokens=c.rollout.max_new_tokens,
-            stop_token_ids=t.tokenizer.stop_ids,
+            stop_token_ids=t.parts.tokenizer.stop_ids,
         )
         every = EVALUATORS[c.task.name](
-            t.sampler, t.tokenizer, t.task.problems(5, c.eval.split), params,
-            jax.random.PRNGKey(c.seed + 2), t.frozen_state,
+            t.parts.sampler, t.parts.tokenizer, t.parts.task.problems(5, c.eval.split), params,
+            jax.random.PRNGKey(c.seed + 2), t.parts.frozen_state,
         )
     t.io.close()
     with open(out, "w") as f:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlvr_jax.rl.trainer import _info_stats
+from rlvr_jax.rl.step_metrics import info_stats
 from rlvr_jax.rollout import Groups
 
 
@@ -30,7 +30,7 @@ def _groups(info: dict) -> Groups:
 
 
 def test_quantities_are_averaged_over_valid_finite_rows_and_labels_are_not_logged():
-    stats = _info_stats(
+    stats = info_stats(
         _groups(
             {
                 "turns_B": np.array([1.0, 3.0, np.nan, 100.0]),

@@ -32,23 +32,24 @@ def _train_lines(tmp_path):
 def test_leeps_refresh_uses_the_current_policy(tmp_path):
     c = load("leeps/leeps", "pulse")
     c.select.leeps.refresh_every = 2
-    t = trainer_lib.Trainer(c, tmp_path)
-    sched = t.selector
+    t = trainer_lib.Trainer.from_config(c, tmp_path)
+    sched = t.parts.selector
     before = sched.state["leeps"]["nbr"].copy()
     n = c.task.train_size
-    prompts = [encode_prompt(t.tokenizer, sched._problem(i).prompt) for i in range(n)]
+    prompts = [encode_prompt(t.parts.tokenizer, sched._problem(i).prompt) for i in range(n)]
     # Move the policy's weights in place, as the trainer's _sync_model does each step.
-    params = nnx.state(t.model, nnx.Param)
+    params = nnx.state(t.parts.model, nnx.Param)
     keys = iter(jax.random.split(jax.random.PRNGKey(1), len(jax.tree.leaves(params))))
     nnx.update(
-        t.model,
+        t.parts.model,
         jax.tree.map(lambda x: x + 0.3 * jax.random.normal(next(keys), x.shape, x.dtype), params),
     )
     sched.state["step"] = np.asarray(1, np.int32)
     assert sched._refresh_neighbours() == {}  # not a refresh step
     sched.state["step"] = np.asarray(2, np.int32)
     stats = sched._refresh_neighbours()
-    want = knn(select.prompt_embeddings(t.model, prompts, t.pad_id), c.select.leeps.neighbours)
+    embeddings = select.prompt_embeddings(t.parts.model, prompts, t.parts.pad_id)
+    want = knn(embeddings, c.select.leeps.neighbours)
     np.testing.assert_array_equal(sched.state["leeps"]["nbr"], want)
     overlap = stats["select/leeps_neighbour_overlap"]
     assert overlap == neighbour_overlap(before, want) and overlap < 1.0

@@ -379,7 +379,7 @@ def _capture(monkeypatch):
         seen.append((ctx, groups, batch, out))
         return out
 
-    monkeypatch.setattr(trainer_lib.signals, "compute", compute)
+    monkeypatch.setattr(signals, "compute", compute)
     return seen
 
 

@@ -55,7 +55,7 @@ class Counted:  # a teacher that counts the rows this process routes to it
         return self.scorer.logps(tokens, attn)
 
 mopd.load_teacher = lambda ctx, **s: Counted(load_teacher(ctx, **s), s["path"])
-t = trainer_lib.Trainer(c, workdir)
+t = trainer_lib.Trainer.from_config(c, workdir)
 finish_child(t, out, rows)
 """
 )

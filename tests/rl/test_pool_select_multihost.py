@@ -28,9 +28,9 @@ _CHILD = textwrap.dedent(
 
     score.score_rows = parity_score_rows  # parity rewards: mixed groups
     c = multihost_pulse(path, steps=2)
-    t = trainer_lib.Trainer(c, workdir)
+    t = trainer_lib.Trainer.from_config(c, workdir)
     record = {"prompts": [], "states": []}
-    pack, step = t.selector._pack, t.selector.step
+    pack, step = t.parts.selector._pack, t.parts.selector.step
 
     def recorded_pack(sel, rows, b):
         record["prompts"].append([int(p) for p in sel.prompt_P])
@@ -38,12 +38,12 @@ _CHILD = textwrap.dedent(
 
     def recorded_step(*a, **kw):
         res = step(*a, **kw)
-        leaves = jax.tree.leaves(t.selector.state)
+        leaves = jax.tree.leaves(t.parts.selector.state)
         digest = hashlib.sha256(b"".join(np.asarray(x).tobytes() for x in leaves))
         record["states"].append(digest.hexdigest())
         return res
 
-    t.selector._pack, t.selector.step = recorded_pack, recorded_step
+    t.parts.selector._pack, t.parts.selector.step = recorded_pack, recorded_step
     finish_child(t, out, record)
     """
 )

@@ -133,7 +133,7 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(
     monkeypatch.setattr(trainer_lib.Trainer, "rollout", keep_rollout)
     if credit == "gae":
         c.credit.name, c.critic.enabled = "gae", True
-    trainer = trainer_lib.Trainer(c, tmp_path)
+    trainer = trainer_lib.Trainer.from_config(c, tmp_path)
     try:
         trainer.run()
     finally:
@@ -154,8 +154,8 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(
         assert all(x["rollout/cliff_groups"] > 0 for x in train)
         assert any(x["rollout/scaffold_groups"] > 0 for x in train)
         assert any(abs(x.get("is_weight@scaffold", 1.0) - 1) > 1e-4 for x in train)
-        assert not lora.has_lora(trainer.model)
-        assert not lora.has_lora(trainer.sampler.model)
+        assert not lora.has_lora(trainer.parts.model)
+        assert not lora.has_lora(trainer.parts.sampler.model)
     if rollout == "branching":  # real branches on every root, CBV logged, tree credit used
         assert all(x["rollout/branches_per_root"] > 1 for x in train)
         assert all(x["rollout/branched"] == 0.75 for x in train)  # 6 of G = 8 rows

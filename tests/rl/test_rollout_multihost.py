@@ -24,7 +24,7 @@ _CHILD = textwrap.dedent(
 
     score.score_rows = parity_score_rows  # groups differ, updates move
     c = multihost_pulse(f"{name}.py", steps=1, variant=variant or "pulse")
-    t = trainer_lib.Trainer(c, workdir)
+    t = trainer_lib.Trainer.from_config(c, workdir)
     finish_child(t)
     """
 )
@@ -72,7 +72,7 @@ _GRSD_CHILD = textwrap.dedent(
 
     score.score_rows = score_rows
     c = multihost_pulse("grsd/grsd.py", steps=2)
-    t = trainer_lib.Trainer(c, workdir)
+    t = trainer_lib.Trainer.from_config(c, workdir)
     guided, rollout = [], t.rollout
 
     def counted(request, key):
@@ -126,7 +126,7 @@ _LSPO_CHILD = textwrap.dedent(
 
     scaffold.fit_adapter = recorded_fit
     c = multihost_pulse("lspo/lspo.py", steps=2)
-    t = trainer_lib.Trainer(c, workdir)
+    t = trainer_lib.Trainer.from_config(c, workdir)
     finish_child(t, out, fits)
     """
 )

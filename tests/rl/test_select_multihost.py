@@ -42,8 +42,8 @@ _CHILD = textwrap.dedent(
     score.score_rows = score_rows
     c = multihost_pulse("baselines/dapo.py", steps=1)
     c.select.max_rounds = 3
-    t = trainer_lib.Trainer(c, workdir)
-    rollout, outcomes = t.rollout, t.selector._outcomes
+    t = trainer_lib.Trainer.from_config(c, workdir)
+    rollout, outcomes = t.rollout, t.parts.selector._outcomes
 
     def counted_rollout(request, key):
         calls["rollouts"] += 1
@@ -53,7 +53,7 @@ _CHILD = textwrap.dedent(
         calls["recorded"] += 1
         return outcomes(*a)
 
-    t.rollout, t.selector._outcomes = counted_rollout, counted_outcomes
+    t.rollout, t.parts.selector._outcomes = counted_rollout, counted_outcomes
     finish_child(t, out, calls)
     """
 )

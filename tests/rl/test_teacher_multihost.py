@@ -26,7 +26,7 @@ from rlvr_jax.testing import finish_child, multihost_pulse, parity_score_rows
 score.score_rows = parity_score_rows  # groups differ, updates move
 c = multihost_pulse("opdvr/opdvr.py", steps=1)
 c.score.teacher.source, c.score.teacher.path = "pretrained", teacher
-t = trainer_lib.Trainer(c, workdir)
+t = trainer_lib.Trainer.from_config(c, workdir)
 finish_child(t)
 """
 

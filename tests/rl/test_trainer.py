@@ -154,7 +154,7 @@ def test_rerun_with_a_different_algorithm_is_refused(tmp_path):
     c = _pulse()
     c.loss.ppo_clip.eps_high = 0.5
     with pytest.raises(ValueError, match=r"loss.ppo_clip.eps_high: 0.2 -> 0.5"):
-        trainer_lib.Trainer(c, tmp_path)
+        trainer_lib.Trainer.from_config(c, tmp_path)
 
 
 def test_default_config_is_the_countdown_warm_start():
@@ -168,11 +168,11 @@ def _score_one_step(tmp_path, **loss):
     c.loss.recompute_old_logps = True  # old log-probs under the moved policy
     for k, v in loss.items():
         c.loss[k] = v
-    t = trainer_lib.Trainer(c, tmp_path)
+    t = trainer_lib.Trainer.from_config(c, tmp_path)
     moved = jax.tree.map(lambda p: p * 1.05, t.state.params)
     t.state = t.state.replace(params=moved)
     t._sync_model()
-    problems = t.task.problems(2, "train")
+    problems = t.parts.task.problems(2, "train")
     groups = t.rollout(Request(problems, np.array([2, 2])), jax.random.PRNGKey(0))
     batch = t.score(groups, {}, step=0)
     t.io.close()

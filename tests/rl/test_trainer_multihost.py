@@ -26,6 +26,7 @@ _CHILD = textwrap.dedent(
         assert distributed.initialize(f"localhost:{port}", nproc, pid, env={})
     import jax
     from rlvr_jax.data.pipeline import prompt_batches
+    from rlvr_jax.data.sources import TaskSource
     from rlvr_jax.rl import trainer as trainer_lib
     from rlvr_jax.testing import multihost_pulse
 
@@ -64,17 +65,18 @@ _CHILD = textwrap.dedent(
             for p, s in zip(self.parts, state["parts"]):
                 p.set_state(s)
 
-    t = trainer_lib.Trainer(c, workdir)
+    t = trainer_lib.Trainer.from_config(c, workdir)
     if nproc == 1:
-        t.prompts = Concat([
+        t.parts.prompts = Concat([
             prompt_batches(
-                trainer_lib.TaskSource(t.task, "train", size=c.task.train_size),
+                TaskSource(t.parts.task, "train", size=c.task.train_size),
                 batch_size=c.data.prompts_per_step // 2, seed=c.seed,
                 group_size=c.data.group_size, shard_index=i, shard_count=2,
             )
             for i in range(2)
         ])
-        t.selector.stream.batches = t.prompts  # uniform's fresh prompts come from the stream
+        # uniform's fresh prompts come from the stream
+        t.parts.selector.stream.batches = t.parts.prompts
     try:
         result = t.run()
     finally:

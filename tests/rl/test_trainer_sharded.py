@@ -34,7 +34,7 @@ def _train_lines(workdir):
 
 
 def _run(mesh_shape, workdir):
-    t = trainer_lib.Trainer(_config(mesh_shape), workdir)
+    t = trainer_lib.Trainer.from_config(_config(mesh_shape), workdir)
     try:
         result = t.run()
     finally:
@@ -56,7 +56,7 @@ def runs(tmp_path_factory):
 @pytest.mark.slow
 def test_two_steps_on_mesh_222_equal_one_device(runs):
     (one, one_result), (sharded, sharded_result) = runs[(1, 1, 1)], runs[(2, 2, 2)]
-    assert one.mesh.devices.size == 1 and sharded.mesh.devices.size == 8
+    assert one.parts.mesh.devices.size == 1 and sharded.parts.mesh.devices.size == 8
     want, got = _train_lines(one.io.workdir), _train_lines(sharded.io.workdir)
     assert [x["step"] for x in got] == [1, 2]
     assert all(x["grad_norm"] > 0 and x["kl"] != 0 for x in got)  # a real update with KL
@@ -95,20 +95,21 @@ def test_params_and_optimizer_state_are_sharded_after_the_steps(runs):
     per_device = sum(x.addressable_shards[0].data.nbytes for x in jax.tree.leaves(t.state.params))
     assert per_device < 0.75 * total  # most bytes split over fsdp = 2, not replicated
     # The model the sampler reads holds the same sharded weights.
-    assert t.model.embed_tokens[...].sharding.spec == embed.sharding.spec
+    assert t.parts.model.embed_tokens[...].sharding.spec == embed.sharding.spec
 
 
 @pytest.mark.slow
 def test_a_one_device_checkpoint_resumes_sharded_on_the_mesh(runs):
     one, _ = runs[(1, 1, 1)]
-    t = trainer_lib.Trainer(_config((2, 2, 2)), one.io.workdir)  # the mesh may change on resume
+    # The mesh may change on resume.
+    t = trainer_lib.Trainer.from_config(_config((2, 2, 2)), one.io.workdir)
     try:
         fresh = t.state
-        restored, step = t.io.restore(t.state, t.prompts)
+        restored, step = t.io.restore(t.state, t.parts.prompts)
     finally:
         t.io.close()
     assert step == 2
-    assert t.prompts.get_state() == one.prompts.get_state()
+    assert t.parts.prompts.get_state() == one.parts.prompts.get_state()
     for a, b, f in zip(*(jax.tree.leaves(s) for s in (one.state, restored, fresh)), strict=True):
         np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
         assert b.sharding.is_equivalent_to(f.sharding, b.ndim)  # onto the mesh's shardings

@@ -87,7 +87,7 @@ def test_gradient_accumulation_matches_one_batch():
     np.testing.assert_allclose(m1["grad_norm"], m4["grad_norm"], rtol=1e-5)
     for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(four.params), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    assert m1["sum/tokens"] == batch["mask_BxT"].sum()
+    assert m1["token_sums"]["tokens"] == batch["mask_BxT"].sum()
 
 
 def test_update_matches_a_hand_written_loss_gradient():
@@ -164,10 +164,13 @@ def test_gapo_gradient_does_not_depend_on_the_micro_batch_split():
         one, m1 = update(_copy(st), rest, c_rest, _stack(batch, 1))
         four, m4 = update(_copy(st), rest, c_rest, _stack(batch, 4))
         np.testing.assert_allclose(m1["loss"], m4["loss"], rtol=1e-5, err_msg=name)
-        np.testing.assert_allclose(m1["sum/eps_high"], m4["sum/eps_high"], rtol=1e-5)
+        np.testing.assert_allclose(
+            m1["token_sums"]["eps_high"], m4["token_sums"]["eps_high"], rtol=1e-5
+        )
         for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(four.params), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
-    assert m1["sum/clip_high"] + m1["sum/clip_low"] > 0  # the bounds matter here
+    sums = m1["token_sums"]
+    assert sums["clip_high"] + sums["clip_low"] > 0  # the bounds matter here
 
 
 def test_gapo_logs_clip_rates_by_group_success():
@@ -198,5 +201,5 @@ def test_gapo_logs_clip_rates_by_group_success():
     }
     for subset, (tokens, clipped) in want.items():
         side = "high" if subset.startswith("pos") else "low"
-        assert float(sums[f"tokens@{subset}"]) == tokens, subset
-        assert float(sums[f"clip_{side}_frac@{subset}"]) == clipped, subset
+        assert float(sums[objectives.SUBSETS][subset]["tokens"]) == tokens, subset
+        assert float(sums[objectives.SUBSETS][subset][f"clip_{side}_frac"]) == clipped, subset

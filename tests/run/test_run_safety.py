@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import rlvr_jax.models
+from rlvr_jax.rl import steps as steps_lib
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.run.run_io import EXIT_PREEMPTED
 
@@ -92,7 +93,7 @@ def test_blow_up_in_a_steps_last_update_is_never_checkpointed(tmp_path, monkeypa
     """Step 2's last update multiplies the parameters by 1e30 (its loss, computed before
     the update, is finite). The run must stop without saving step 2, and a rerun with a
     changed learning rate must resume from step 1."""
-    original = trainer_lib.make_update
+    original = steps_lib.make_update
     calls = []
 
     def make_update(*args, **kwargs):
@@ -107,12 +108,12 @@ def test_blow_up_in_a_steps_last_update_is_never_checkpointed(tmp_path, monkeypa
 
         return blowing_up
 
-    monkeypatch.setattr(trainer_lib, "make_update", make_update)
+    monkeypatch.setattr(steps_lib, "make_update", make_update)
     with pytest.raises(FloatingPointError, match=r"diverged at step 2 \(update 1.*step 1"):
         trainer_lib.train(_pulse(), tmp_path)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["1"]
 
-    monkeypatch.setattr(trainer_lib, "make_update", original)
+    monkeypatch.setattr(steps_lib, "make_update", original)
     changed = _pulse()
     changed.optimizer.lr = 1e-5
     with pytest.raises(ValueError, match="--allow_config_change=optimizer.lr"):

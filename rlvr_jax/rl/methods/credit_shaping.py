@@ -196,7 +196,7 @@ def answer_mask(adv_BxT, batch):
 
 
 # Rows the rollout stage sampled off-context (`Groups.info`): the weights are also logged
-# over their tokens alone ("is_weight@guided", counted by "tokens@guided").
+# over their tokens alone (the subset "guided" of `objectives.SUBSETS`: "is_weight@guided").
 OFF_CONTEXT_ROWS = ("guided_B", "scaffold_B")
 
 
@@ -212,15 +212,19 @@ def _off_context_loss(name):
             "is_weight": stats["is_weight_BxT"],
             "is_truncated": stats["is_truncated_BxT"],
         }
+        subsets = {}
         for field in OFF_CONTEXT_ROWS:
             if field in mb:  # a static property of the batch's structure
                 rows = jnp.broadcast_to(
                     jnp.asarray(mb[field], jnp.float32)[:, None], mask_BxT.shape
                 )
-                sub = field.removesuffix("_B")
-                out[f"tokens@{sub}"] = rows
-                out[f"is_weight@{sub}"] = stats["is_weight_BxT"] * rows
-                out[f"is_truncated@{sub}"] = stats["is_truncated_BxT"] * rows
+                subsets[field.removesuffix("_B")] = {
+                    "tokens": rows,
+                    "is_weight": stats["is_weight_BxT"] * rows,
+                    "is_truncated": stats["is_truncated_BxT"] * rows,
+                }
+        if subsets:
+            out[objectives.SUBSETS] = subsets
         return loss, out
 
     fn.__name__ = name

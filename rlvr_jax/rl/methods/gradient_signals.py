@@ -67,8 +67,8 @@ def _scale(ref_scale, minibatch):
 
 def _success_buckets(stats, adv_BxT, mask_BxT, success_B):
     """Clip rates by group success rate: of positive-advantage tokens clipped high and of
-    negative ones clipped low, per bucket ("clip_high_frac@pos_pass25-50", counted by
-    "tokens@pos_pass25-50"), as GAPO reports them."""
+    negative ones clipped low, per bucket (the subset "pos_pass25-50" of
+    `objectives.SUBSETS`, logged as "clip_high_frac@pos_pass25-50"), as GAPO reports them."""
     m = jnp.asarray(mask_BxT) != 0
     adv_B, _ = gapo_lib.sequence_advantages(adv_BxT, m)
     out = {}
@@ -77,9 +77,11 @@ def _success_buckets(stats, adv_BxT, mask_BxT, success_B):
         name = f"pass{round(100 * lo)}-{round(100 * hi)}"
         for sign, side, sel_B in (("pos", "high", adv_B > 0), ("neg", "low", adv_B < 0)):
             rows = (in_B & sel_B)[:, None].astype(jnp.float32)
-            out[f"tokens@{sign}_{name}"] = jnp.broadcast_to(rows, m.shape)
-            out[f"clip_{side}_frac@{sign}_{name}"] = stats[f"clip_{side}"] * rows
-    return out
+            out[f"{sign}_{name}"] = {
+                "tokens": jnp.broadcast_to(rows, m.shape),
+                f"clip_{side}_frac": stats[f"clip_{side}"] * rows,
+            }
+    return {objectives.SUBSETS: out}
 
 
 _GAPO = dict(requires=(GROUP_SUCCESS,), minibatch_stats=_minibatch_scale)
