@@ -18,10 +18,11 @@ PACKAGE = ROOT / "rlvr_jax"
 # Bottom -> top. A package may import from its own layer (without a cycle) or below.
 LAYERS = (
     ("registry", "pyfile", "locking", "tasks", "tokenizers", "sharding", "distributed"),
-    ("models", "data", "scheduling"),
+    ("models", "data"),
     ("core", "optim"),
     ("sampling",),
     ("rollout",),
+    ("scheduling",),
     ("train",),
     ("run",),
     ("rl",),

@@ -18,11 +18,11 @@ import ml_collections
 
 # `methods` registers the seed methods' plug-ins in the stage registries.
 from rlvr_jax import optim
-from rlvr_jax.rl import credit, methods, objectives, paper_scale, select, signals  # noqa: F401
+from rlvr_jax.rl import credit, methods, objectives, paper_scale, signals  # noqa: F401
 from rlvr_jax.rl.credit import transform_names  # noqa: F401  (part of the config's API)
 from rlvr_jax.rl.validate import MODEL_DTYPES, MODEL_SOURCES, validate  # noqa: F401  (same)
 from rlvr_jax.rollout import ROLLOUTS
-from rlvr_jax.scheduling import SCHEDULERS
+from rlvr_jax.scheduling import SCHEDULERS, select
 
 
 def default_config() -> ml_collections.ConfigDict:

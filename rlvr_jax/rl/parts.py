@@ -2,7 +2,7 @@
 
 The parts are the run's directory (`RunIO`: checkpoints, logs), its mesh, the
 policy and tokenizer placed on it, the task and its prompt iterator, the sampler,
-the scheduler of the select stage (`rl.select.Select`), the score stage's context
+the scheduler of the select stage (`scheduling.select.Select`), the score stage's context
 (the policy's and the reference's scorers, a teacher loaded on demand), the
 critic when there is one, and the initial train state. Nothing here runs a step:
 the step programs (`rl.steps.RLSteps`, or DPO's) are built from the parts, and
@@ -26,12 +26,12 @@ from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
 from rlvr_jax.rl import build, signals
 from rlvr_jax.rl.critic import Critic
-from rlvr_jax.rl.select import Select
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_value_fn
 from rlvr_jax.rl.validate import validate
 from rlvr_jax.rollout import EVALUATORS
 from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.scheduling.select import Select
 
 
 @dataclasses.dataclass

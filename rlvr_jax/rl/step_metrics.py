@@ -11,9 +11,9 @@ import jax
 import numpy as np
 
 from rlvr_jax import distributed
-from rlvr_jax.rl.select import COUNT_STATS
 from rlvr_jax.rollout import Groups
 from rlvr_jax.rollout.groups import LABEL_FIELDS
+from rlvr_jax.scheduling.select import COUNT_STATS
 
 # How a per-token diagnostic of the update is logged, where not under its own name.
 LOGGED_AS = {

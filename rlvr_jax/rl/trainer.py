@@ -9,7 +9,7 @@ score, credit and update stages are `rl.steps.RLSteps` (DPO's are
 stages by name:
 
   1. select ↔ rollout (`parts.selector.step(key, rollout=Trainer.rollout)`):
-     the scheduler of `select.name` (`rl.select`; uniform, DAPO dynamic
+     the scheduler of `select.name` (`scheduling.select`; uniform, DAPO dynamic
      sampling, SARA, PAIR, ...) proposes prompts and rollout counts round by
      round; the rollout plug-in of `rollout.name` (`rlvr_jax.rollout`)
      generates and verifies them. The result is a fixed-shape batch of B·G rows
@@ -53,7 +53,7 @@ process (`scheduling.Lockstep`): a host that has its B groups idles, repeating i
 last rollout, while another still samples. A scheduler that keeps per-prompt
 statistics of a pool (difficulty, SARA, VIGOR, PAIR, LEEPS, the graph estimator)
 runs on every process over the global budget and sees every host's outcomes
-(`rl.select_hosts`): the hosts sample slices of each round and train on disjoint
+(`scheduling.select_hosts`): the hosts sample slices of each round and train on disjoint
 shares of one selection. GRSD's guidance calls and MOPD's per-domain teachers are
 joined by every process, with padding rows where a host has fewer or none.
 Evaluation splits its problems over processes and gathers the per-problem results

@@ -20,11 +20,11 @@ from rlvr_jax import optim, sharding, tasks
 from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
 from rlvr_jax.models.config import ATTENTION_IMPLS, REMAT_POLICIES
 from rlvr_jax.registry import Registry, one_of
-from rlvr_jax.rl import credit, objectives, select, signals
+from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl import critic as critic_lib
 from rlvr_jax.rl.credit import transform_names
 from rlvr_jax.rollout import ROLLOUTS
-from rlvr_jax.scheduling import SCHEDULERS
+from rlvr_jax.scheduling import SCHEDULERS, select
 
 MODEL_SOURCES = ("warm_start", "pretrained", "random")
 MODEL_DTYPES = ("float32", "bfloat16")

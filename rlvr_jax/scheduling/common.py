@@ -87,7 +87,7 @@ def order_of_first_use(state: State) -> np.ndarray:
     return p[np.sort(first)]
 
 
-# Features per row that a run's select stage (rl.select) gives the ledger: the row's mean
+# Features per row that a run's select stage (scheduling.select) gives the ledger: the row's mean
 # sampled-token log-prob and entropy (PAIR's prefix features).
 RUN_FEATURES = 2
 

@@ -14,7 +14,7 @@ Gumbel noise at `temperature`; the ratios are EMAs (rate `ema`) initialised at
 candidates; one round of full groups. Neighbours come from `Pool.embeddings`
 (the policy's hidden states); `refresh_neighbours` recomputes them when the
 caller re-embeds the pool with the current policy, which the RL select stage
-does every `refresh_every` steps (`rl.select.Select`; ours: 10,
+does every `refresh_every` steps (`scheduling.select.Select`; ours: 10,
 0 keeps the step-0 neighbours). `neighbour_overlap` measures how much a
 refresh changed them.
 """

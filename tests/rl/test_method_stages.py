@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from rlvr_jax.rl import select
 from rlvr_jax.rl import trainer as trainer_lib
+from rlvr_jax.scheduling import select
 from rlvr_jax.scheduling.leeps import knn, neighbour_overlap
 from rlvr_jax.tokenizers import encode_prompt
 

@@ -152,7 +152,8 @@ def test_no_central_module_names_a_plugin():
     names = set(ROLLOUTS.names()) | set(credit.ESTIMATORS.names()) | set(SCHEDULERS)
     names |= set(credit.TRANSFORMS.names()) | set(objectives.POLICY_LOSSES.names())
     names |= set(signals.SIGNALS.names())
-    for module in ("rl/validate.py", "rl/select.py", "rl/signals.py", "rl/update.py"):
+    central = ("rl/validate.py", "scheduling/select.py", "rl/signals.py", "rl/update.py")
+    for module in (*central, "rl/steps.py", "rl/trainer.py", "rl/parts.py"):
         named = _string_literals(PACKAGE / module) & names
         assert not named, f"rlvr_jax/{module} names plug-ins {sorted(named)}"
 

@@ -1,7 +1,7 @@
 """Pool schedulers (per-prompt statistics) in a two-process run (CPU, jax.distributed).
 
 Every process runs the same scheduler over the global budget and observes every
-host's outcomes (`rl.select_hosts`), so the scheduler states stay identical and
+host's outcomes (`scheduling.select_hosts`), so the scheduler states stay identical and
 each host trains on its own share of the same selection.
 """
 

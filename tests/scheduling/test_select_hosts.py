@@ -2,8 +2,7 @@
 
 import numpy as np
 
-from rlvr_jax.rl import select_hosts
-from rlvr_jax.scheduling import Outcomes, Plan, Selection
+from rlvr_jax.scheduling import Outcomes, Plan, Selection, select_hosts
 
 
 def _plan(rows):

@@ -1,4 +1,4 @@
-"""The select stage: every select.name is a scheduler behind one loop (`rl.select.Select`)."""
+"""The select stage: every select.name is a scheduler behind one loop (`scheduling.select`)."""
 
 import jax
 import numpy as np
@@ -8,8 +8,8 @@ from rlvr_jax import tasks
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
 from rlvr_jax.rl.config import default_config, validate
-from rlvr_jax.rl.select import Select
 from rlvr_jax.rollout import Groups
+from rlvr_jax.scheduling.select import Select
 from rlvr_jax.testing import toy_tokenizer
 
 TASK = tasks.get("arithmetic")

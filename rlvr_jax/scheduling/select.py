@@ -18,7 +18,7 @@ others choose among the pool of `task.train_size` problems they keep
 statistics of. Keys: round r samples with `fold_in(key, r)`; the scheduler
 draws from `fold_in(key, SCHEDULER_KEY)`. In a multi-process run a pool
 scheduler runs on every process over the global budget and observes every
-host's outcomes (`rl.select_hosts`).
+host's outcomes (`scheduling.select_hosts`).
 
 PAIR: round 0 samples `prefix_tokens` tokens per candidate; round 1 continues
 the chosen ones from their prefixes (`Request.prefixes`) for at most
@@ -49,7 +49,6 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed
-from rlvr_jax.rl import select_hosts
 from rlvr_jax.rollout import Groups, Prefix, Request, stack_rows
 from rlvr_jax.scheduling import (
     SCHEDULERS,
@@ -60,6 +59,7 @@ from rlvr_jax.scheduling import (
     bucket_rows,
     make_scheduler,
     run_step,
+    select_hosts,
 )
 from rlvr_jax.scheduling.common import RUN_FEATURES
 from rlvr_jax.scheduling.estimators import ESTIMATORS, make_estimator
