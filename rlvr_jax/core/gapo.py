@@ -16,7 +16,7 @@ micro-batch at a time, so Ā is the micro-batch's; pass `ref_scale` > 0 (a fixed
 how the batch is split.
 
 The update stage calls these through the "gapo" / "gapo_gspo" policy losses
-(`rlvr_jax.rl.methods.gradient_signals`).
+(`rlvr_jax.rl.methods.gapo`).
 """
 
 from __future__ import annotations

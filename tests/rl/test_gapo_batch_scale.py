@@ -5,7 +5,7 @@ import numpy as np
 
 from rlvr_jax.core import gapo as gapo_lib
 from rlvr_jax.rl import objectives
-from rlvr_jax.rl.methods import gradient_signals as gs
+from rlvr_jax.rl.methods import gapo as gs
 
 
 def _batch(b=8, t=5):

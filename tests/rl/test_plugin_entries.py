@@ -165,3 +165,17 @@ def test_a_provided_per_row_field_must_have_the_batchs_rows():
     assert b.with_extra({"tag_B": np.ones(3), "member_KxB": np.ones((5, 3))})["tag_B"].sum() == 3
     with pytest.raises(ValueError, match="batch field 'tag_B' has 2 rows; the batch has 3"):
         b.with_extra({"tag_B": np.ones(2)})
+
+
+def test_the_design_doc_maps_every_plugin_to_its_module():
+    import importlib.util
+
+    root = PACKAGE.parent
+    spec = importlib.util.spec_from_file_location("plugin_map", root / "scripts/plugin_map.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    table = module.plugin_map()
+    gapo = "| `rl/methods/gapo.py` | signal `group_success`, loss `gapo`, loss `gapo_gspo` |"
+    assert gapo in table  # the module that defines an entry, not the one that imports it
+    design = (root / "docs/design.md").read_text()
+    assert table in design, "docs/design.md's plug-in table is stale: python scripts/plugin_map.py"

@@ -7,9 +7,10 @@ Each module wraps pure kernels from `rlvr_jax.core` into the stage registries of
 from rlvr_jax.rl.methods import (  # noqa: F401
     branch_signals,
     credit_shaping,
+    cscr,
     distill,
+    gapo,
     gar_signal,
-    gradient_signals,
     grsd,
     language,
     locators,

@@ -1,14 +1,9 @@
-"""Gradient-signal methods: GAPO clip bounds and CSCR credit reallocation.
+"""GAPO: per-rollout clip bounds from the advantage's size (the policy losses and their signal).
 
-Registered here:
-  policy losses "gapo" (token PPO surrogate with GAPO's per-rollout clip
-    bounds, Ā over the whole minibatch) and "gapo_gspo" (GSPO's sequence
-    surrogate with them), and the score signal "group_success" they read for
-    their clip-rate-by-success diagnostics;
-  credit transform "cscr", which reads the score stage's counterfactual
-    log-prob shifts "cf_shift_correct_BxT" (Δ⁺_t = ℓ⁺_t − ℓ_t under a context
-    asserting the answer is correct) and "cf_shift_incorrect_BxT" (Δ⁻_t).
-GAR's score signal is in `rlvr_jax.rl.methods.gar_signal`.
+Registered here: the policy losses "gapo" (token PPO surrogate with GAPO's
+per-rollout clip bounds, Ā over the whole minibatch) and "gapo_gspo" (GSPO's
+sequence surrogate with them), and the score signal "group_success" they read
+for their clip-rate-by-success diagnostics. Kernels: `core.gapo`.
 """
 
 from __future__ import annotations
@@ -16,11 +11,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from rlvr_jax.core import cscr as cscr_lib
 from rlvr_jax.core import gapo as gapo_lib
-from rlvr_jax.rl import credit, objectives, signals
+from rlvr_jax.rl import objectives, signals
 
-# ------------------------------------------------------------------------------ GAPO
 GROUP_SUCCESS = "group_success_B"
 # Group success-rate buckets of the clip-rate diagnostics: (lo, hi] (groups with
 # success 0 or 1 have zero advantage and no bucket).
@@ -160,23 +153,3 @@ def gapo_gspo(
     # Each sequence's loss on each of its tokens: "seq-mean-token-mean" gives GSPO's mean.
     stats = {k.removesuffix("_B"): v[:, None] * m for k, v in stats.items()}
     return loss_B[:, None] * m, stats | _success_buckets(stats, adv_BxT, m, mb[GROUP_SUCCESS])
-
-
-# ------------------------------------------------------------------------------ CSCR
-CSCR_FIELDS = ("cf_shift_correct_BxT", "cf_shift_incorrect_BxT")
-
-
-@credit.TRANSFORMS.register(
-    "cscr", requires=CSCR_FIELDS, alpha=1.0, combine="mean", budget="tokens"
-)
-def cscr(adv_BxT, batch, *, alpha, combine, budget):
-    """CSCR: A'_t = w_t A_t, w_t ∝ (1 + s_t)^(−α), renormalised per rollout (`core.cscr`)."""
-    return cscr_lib.cscr_advantages(
-        adv_BxT,
-        batch[CSCR_FIELDS[0]],
-        batch[CSCR_FIELDS[1]],
-        batch["mask_BxT"],
-        alpha=alpha,
-        combine=combine,
-        budget=budget,
-    )
