@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -37,14 +38,19 @@ import optax
 from flax import nnx
 
 from rlvr_jax import sharding
+from rlvr_jax.models import load_config, presets
 from rlvr_jax.models.config import ModelConfig
-from rlvr_jax.models.transformer import KVCache, Transformer
+from rlvr_jax.models.tiny import tiny_config
+from rlvr_jax.models.transformer import KVCache, Transformer, abstract_model
+from rlvr_jax.pipeline.execution import EXECUTION_FIELDS, has_execution
 from rlvr_jax.rl import batch as batch_lib
 from rlvr_jax.rl import objectives
+from rlvr_jax.rl.build import loss_spec, policy_optimizer
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.rl.update import RLState, make_update
 from rlvr_jax.sampling.generate import MAX_STOP_IDS, cache_slots, work_bytes_per_row
 from rlvr_jax.sampling.sampler import Sampler
+from rlvr_jax.train import sft
 
 GIB = 1 << 30
 HBM_BYTES = {"v5p": 95e9, "v5e": 16e9}  # HBM per chip (published, decimal GB)
@@ -245,8 +251,6 @@ def _compile_train(config, optimizer, spec, mesh, rules, rows, length, topk=16):
 
 def _compile_sft(config, optimizer, mesh, rules, rows, length):
     """The SFT stage's step (`train.sft.make_train_step`) on one [rows, T] batch, row-split."""
-    from rlvr_jax.train import sft
-
     model = nnx.eval_shape(lambda: Transformer(config, rngs=nnx.Rngs(0)))
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     state = sft.TrainState(
@@ -456,9 +460,6 @@ def sft_plan_from_config(
       prompt_len: P; the examples are planned at T = P + `data.max_new_tokens`.
       layers: as in `memory_plan`.
     """
-    from rlvr_jax.pipeline.execution import EXECUTION_FIELDS, has_execution
-    from rlvr_jax.train import sft
-
     if not has_execution(run):
         raise ValueError("the SFT stage has no mesh / model blocks (pipeline.execution)")
     cfg = policy_config(base).replace(**{k: run.model[k] for k in EXECUTION_FIELDS})
@@ -489,11 +490,6 @@ def policy_config(c, model: str = "") -> ModelConfig:
       that directory exists here, else the preset its last path component names
       ("gs://bucket/Qwen3-8B" -> "qwen3-8b"); for source "random", the tiny test model.
     """
-    import os
-
-    from rlvr_jax.models import load_config, presets
-    from rlvr_jax.models.tiny import tiny_config
-
     if model:
         return presets.preset(model)
     if c.model.source == "pretrained":
@@ -545,9 +541,6 @@ def plan_from_config(
       whole minibatch) of P + N tokens. The model runs with the config's attention
       kernel, layer scan and remat policy.
     """
-    from rlvr_jax.models.transformer import abstract_model
-    from rlvr_jax.rl.build import loss_spec, policy_optimizer
-
     m = c.model
     optimizer = policy_optimizer(c)
     cfg = policy_config(c, model).replace(

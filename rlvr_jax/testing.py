@@ -9,20 +9,31 @@ transformers and imports them lazily. This module sits above every package
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import subprocess
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
-from rlvr_jax import pyfile
+from rlvr_jax import pyfile, tasks
+from rlvr_jax.models import init_model
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.tiny import bench_config, tiny_config
+from rlvr_jax.rl.signals import ScoreContext, Scorer
+from rlvr_jax.rl.update import make_scorer
+from rlvr_jax.rollout.score import Verdicts
+from rlvr_jax.tasks import tools
+from rlvr_jax.tasks.base import CORRECT, WRONG_ANSWER
+from rlvr_jax.tokenizers import CharTokenizer
 
 __all__ = [
     "bench_config",
@@ -40,8 +51,6 @@ __all__ = [
 
 def toy_tokenizer(vocab_size: int | None = None):
     """A character-level tokenizer (pad 0, bos 1, eos 2, <|im_start|> 3, <|im_end|> 4)."""
-    from rlvr_jax.tokenizers import CharTokenizer
-
     return CharTokenizer(vocab_size=vocab_size)
 
 
@@ -77,8 +86,6 @@ def parity_score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
     `rlvr_jax.rollout.score.score_rows`) groups differ and every stage really runs.
     Correct = reward 1; the reason is "parity".
     """
-    from rlvr_jax.rollout.score import Verdicts
-
     rewards = np.array([sum(ids) % 2 for ids in sampled_R], np.float64)
     texts = [tokenizer.decode(list(ids)) for ids in sampled_R]
     return Verdicts(rewards, rewards > 0, ["parity"] * len(rewards), texts)
@@ -106,12 +113,6 @@ def parity_tool_episodes(monkeypatch) -> None:
     Args:
       monkeypatch: pytest's fixture (the patch is undone with it).
     """
-    import dataclasses
-    import weakref
-
-    from rlvr_jax.tasks import tools
-    from rlvr_jax.tasks.base import CORRECT, WRONG_ANSWER
-
     step = tools.ToolEnv.step
     chars = weakref.WeakKeyDictionary()  # characters written, per environment
 
@@ -141,15 +142,6 @@ def score_context(model=None, tokenizer=None, task=None, *, chunk: int = 8, refe
     Returns:
       The ScoreContext (its `policy.fn` is the jitted trainer scorer, unsharded).
     """
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-
-    from rlvr_jax import tasks
-    from rlvr_jax.models import init_model
-    from rlvr_jax.rl.signals import ScoreContext, Scorer
-    from rlvr_jax.rl.update import make_scorer
-
     tokenizer = tokenizer or toy_tokenizer()
     if model is None:
         model = init_model(tiny_config(vocab_size=tokenizer.vocab_size), seed=0)

@@ -15,8 +15,11 @@ import jax
 import ml_collections
 from flax import nnx
 
+from rlvr_jax.models import load_pretrained
 from rlvr_jax.optim.iso import flatten, unflatten_like
+from rlvr_jax.rl.build import build_policy
 from rlvr_jax.train.eval_checkpoint import resolve_model_dir
+from rlvr_jax.train.warmstart import load_model_tokenizer
 
 
 def run_config(run_dir) -> ml_collections.ConfigDict:
@@ -29,9 +32,6 @@ def run_config(run_dir) -> ml_collections.ConfigDict:
 
 def load_policy(path):
     """(model, tokenizer) of a Hugging Face model directory or a run workdir's export/."""
-    from rlvr_jax.models import load_pretrained
-    from rlvr_jax.train.warmstart import load_model_tokenizer
-
     model_dir = resolve_model_dir(path)
     model, _ = load_pretrained(model_dir)
     return model, load_model_tokenizer(model_dir)
@@ -39,8 +39,6 @@ def load_policy(path):
 
 def initial_policy(run_dir):
     """(model, tokenizer) the run in `run_dir` started from (`rl.build.build_policy`)."""
-    from rlvr_jax.rl.build import build_policy
-
     return build_policy(run_config(run_dir))
 
 

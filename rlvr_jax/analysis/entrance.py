@@ -29,6 +29,7 @@ from rlvr_jax.analysis import checkpoints
 from rlvr_jax.analysis.interpolate import interpolate_layers, layer_block
 from rlvr_jax.analysis.intervention import entrance_intervention
 from rlvr_jax.analysis.likelihood_shift import likelihood_shift, plot_shift
+from rlvr_jax.rl.build import build_task
 from rlvr_jax.train.evaluate import evaluate_task
 
 
@@ -99,8 +100,6 @@ def analyze_entrance(
     Returns:
       The dict written to entrance.json.
     """
-    from rlvr_jax.rl.build import build_task
-
     o, start = options, time.perf_counter()
     c = checkpoints.run_config(run_dir)
     if c.task.name != "countdown":

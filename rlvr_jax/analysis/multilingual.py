@@ -15,11 +15,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from flax import nnx
 
 from rlvr_jax import tasks
 from rlvr_jax.analysis.checkpoints import load_policy
 from rlvr_jax.optim import iso_merge, task_vector_merge
+from rlvr_jax.rl import trainer
+from rlvr_jax.rl.build import build_policy
 from rlvr_jax.train.evaluate import evaluate_task
 
 BASE = "base"
@@ -56,9 +59,6 @@ def train_eval_matrix(
       {"cells": {"<row>-><eval>": {"pass@1", f"pass@{n}", "language_consistency"}},
        "rows", "cols", "cpu_seconds": {row: training CPU s}, "settings"}.
     """
-    from rlvr_jax.rl import trainer
-    from rlvr_jax.rl.build import build_policy
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "matrix.json"
@@ -138,7 +138,6 @@ def heatmap(result: dict[str, Any], path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     rows, cols = result["rows"], result["cols"]
     fig, axes = plt.subplots(1, 2, figsize=(2 * (2.4 + 0.7 * len(cols)), 1.2 + 0.45 * len(rows)))

@@ -36,6 +36,7 @@ from flax import nnx
 from rlvr_jax import distributed, sharding
 from rlvr_jax.core import dpo
 from rlvr_jax.models.scoring import token_logps
+from rlvr_jax.pipeline.stage_kind import rl_defaults
 from rlvr_jax.rl import build, signals
 from rlvr_jax.rl.parts import Parts, build_parts
 from rlvr_jax.rl.steps import trimmed
@@ -47,8 +48,6 @@ _ROW_FIELDS = ("tokens_2xPxT", "attention_mask_2xPxT", "mask_2xPxT")
 
 def dpo_config() -> ml_collections.ConfigDict:
     """An RL config plus `dpo.*`; the RL credit/loss/critic fields are unused. Locked."""
-    from rlvr_jax.pipeline.stage_kind import rl_defaults
-
     c = rl_defaults()
     with c.unlocked():
         c.dpo = ml_collections.ConfigDict()

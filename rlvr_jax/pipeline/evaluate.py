@@ -21,6 +21,12 @@ from typing import Any
 import ml_collections
 import numpy as np
 
+from rlvr_jax import distributed, tasks
+from rlvr_jax.models import load_pretrained
+from rlvr_jax.pipeline.stage_kind import spread
+from rlvr_jax.train.evaluate import evaluate_task, pass_at_k
+from rlvr_jax.train.warmstart import TASK_OPTIONS, load_model_tokenizer
+
 EVAL_DIR = "eval"
 PASSK_PLOT = "passk.png"
 
@@ -30,8 +36,6 @@ def eval_tasks(c: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
 
     Empty: the base's warm-start domain (with its warm-start options) as the one task.
     """
-    from rlvr_jax.train.warmstart import TASK_OPTIONS
-
     if not c.eval.tasks:
         domain = c.model.domain
         return {domain: {"name": domain, "options": dict(TASK_OPTIONS.get(domain, {}))}}
@@ -53,8 +57,6 @@ def eval_tasks(c: ml_collections.ConfigDict) -> dict[str, dict[str, Any]]:
 
 def passk_curve(num_correct, n: int) -> list[float]:
     """Mean unbiased pass@k over problems for k = 1..n."""
-    from rlvr_jax.train.evaluate import pass_at_k
-
     nc = np.asarray(num_correct)
     return [float(np.mean(pass_at_k(n, nc, k))) for k in range(1, n + 1)]
 
@@ -65,12 +67,6 @@ def evaluate_checkpoint(model_dir, specs: dict, e: ml_collections.ConfigDict) ->
     A result: pass@1, pass@n, the pass@k curve (k = 1..n), mean reward, response
     length, per-problem correct counts, and per-domain pass@1 / pass@n of mixtures.
     """
-    from rlvr_jax import tasks
-    from rlvr_jax.models import load_pretrained
-    from rlvr_jax.pipeline.stage_kind import spread
-    from rlvr_jax.train.evaluate import evaluate_task
-    from rlvr_jax.train.warmstart import load_model_tokenizer
-
     model, _ = load_pretrained(model_dir)
     spread(model)
     tokenizer = load_model_tokenizer(model_dir)
@@ -105,8 +101,6 @@ def cached_evaluation(workdir, model: str, model_dir, specs: dict, e) -> dict[st
     The cache is used only when every process finds it (else all evaluate again);
     process 0 writes it.
     """
-    from rlvr_jax import distributed
-
     path = Path(workdir) / EVAL_DIR / f"{model}.json"
     settings = {"tasks": specs, "eval": e.to_dict(), "model_dir": str(model_dir)}
     saved = json.loads(path.read_text()) if path.is_file() else {}

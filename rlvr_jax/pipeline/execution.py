@@ -26,7 +26,13 @@ import ml_collections
 from flax import nnx
 
 from rlvr_jax import sharding
+from rlvr_jax.models import load_pretrained
+from rlvr_jax.models.config import ATTENTION_IMPLS, REMAT_POLICIES
+from rlvr_jax.models.transformer import with_execution
+from rlvr_jax.pipeline.graph import stage_names
 from rlvr_jax.pipeline.stage_kind import SPREAD_RULES, spread
+from rlvr_jax.rl.build import build_mesh, jnp_dtype
+from rlvr_jax.rl.config import MODEL_DTYPES, default_config
 
 # The RL config's `model` fields the execution block has (how the model runs, not which).
 EXECUTION_FIELDS = ("param_dtype", "dtype", "attention", "attention_block", "scan_layers", "remat")
@@ -35,8 +41,6 @@ TRAINER_KINDS = ("rl", "opd", "dpo")  # kinds whose run config is an RL config
 
 def execution_config() -> ml_collections.ConfigDict:
     """The optional mesh and precision blocks (`add_execution`), with the RL defaults."""
-    from rlvr_jax.rl.config import default_config
-
     rl = default_config()
     c = ml_collections.ConfigDict()
     c.mesh = ml_collections.ConfigDict(rl.mesh.to_dict())  # shape (data, fsdp, tensor), rules
@@ -79,8 +83,6 @@ def apply(
     Returns:
       `c`, for chaining.
     """
-    from rlvr_jax.pipeline.graph import stage_names
-
     bad = sorted(set(model) - set(EXECUTION_FIELDS))
     if bad:
         raise ValueError(f"execution fields {bad}; valid: {', '.join(EXECUTION_FIELDS)}")
@@ -100,8 +102,6 @@ def check(c, where: str) -> None:
     """The SFT execution blocks' choices (if present); ValueError naming the field."""
     if "mesh" not in c and "model" not in c:
         return
-    from rlvr_jax.models.config import ATTENTION_IMPLS, REMAT_POLICIES
-    from rlvr_jax.rl.config import MODEL_DTYPES
 
     if not has_execution(c):
         raise ValueError(f"{where}: has only one of mesh / model; add both with add_execution")
@@ -139,13 +139,9 @@ def load_policy(c, init_dir: str):
     Without the execution blocks: float32, sharded by `stage_kind.spread` (multi-process
     only). With them: `model.*` dtypes and execution options, sharded on `mesh`.
     """
-    from rlvr_jax.models import load_pretrained
-
     if not has_execution(c):
         model, _ = load_pretrained(init_dir)
         return model, spread(model), SPREAD_RULES
-    from rlvr_jax.models.transformer import with_execution
-    from rlvr_jax.rl.build import build_mesh, jnp_dtype
 
     m = c.model
     dtype, compute = jnp_dtype(m.param_dtype), jnp_dtype(m.dtype)

@@ -38,8 +38,10 @@ from rlvr_jax import distributed
 from rlvr_jax.models import load_config
 from rlvr_jax.models.checkpoint import WeightSource, hf_name, hf_specs, save_tensors
 from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.optim import HF_INCLUDE, iso_merge
 from rlvr_jax.pipeline.stage_kind import StageContext
 from rlvr_jax.registry import Registry
+from rlvr_jax.train.warmstart import load_model_tokenizer, save_tokenizer
 
 MERGES = Registry("merge method")
 
@@ -72,8 +74,6 @@ def iso(base, specialists, lambdas, *, retraction):
     the specialists' frames (U, V) with λ, then retracts them ("polar" or "qr");
     the other tensors are merged as task vectors.
     """
-    from rlvr_jax.optim import HF_INCLUDE, iso_merge
-
     merged = iso_merge(base, specialists, lambdas, include=HF_INCLUDE, retraction=retraction)
     return {k: np.asarray(v, base[k].dtype) for k, v in merged.items()}
 
@@ -152,8 +152,6 @@ def merge_checkpoints(
         other processes).
       method, hparams: see `merge_tensors`.
     """
-    from rlvr_jax.train.warmstart import load_model_tokenizer, save_tokenizer
-
     config = load_config(base_dir)  # float32 params: the merge's dtype
     specs = hf_specs(config)
     base = WeightSource(os.fspath(base_dir))

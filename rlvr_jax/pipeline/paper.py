@@ -33,6 +33,7 @@ import ml_collections
 
 from rlvr_jax.pipeline import execution
 from rlvr_jax.pipeline.config import stage_names
+from rlvr_jax.pipeline.stage_kind import rl_defaults
 from rlvr_jax.rl import paper_scale
 
 SFT_LR = 1e-5  # ours: a full fine-tune's usual peak lr at this size
@@ -113,6 +114,4 @@ def _math_options() -> dict:
 
 
 def _rl_defaults():
-    from rlvr_jax.pipeline.stage_kind import rl_defaults
-
     return rl_defaults()

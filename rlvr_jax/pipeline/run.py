@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,13 @@ from typing import Any
 import ml_collections
 
 from rlvr_jax import distributed
+from rlvr_jax.models import save_pretrained
 from rlvr_jax.pipeline import evaluate, stages
 from rlvr_jax.pipeline.config import init_of, stage_names, validate
+from rlvr_jax.rl import build
+from rlvr_jax.rl.config import default_config
+from rlvr_jax.run.run_io import RESUMABLE_PREFIXES, lock_on_chief
+from rlvr_jax.train.warmstart import load_warm_start, save_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +73,6 @@ def _check_config(workdir: Path, c: ml_collections.ConfigDict, allow=()) -> None
     (`run_io.RESUMABLE_PREFIXES`) or `allow` names (each stage's RunIO then
     checks its own run).
     """
-    import re
-
-    from rlvr_jax.run.run_io import RESUMABLE_PREFIXES
-
     current = json.loads(c.to_json())
     path = workdir / CONFIG_FILE
     if path.is_file():
@@ -104,19 +106,12 @@ def base_dir(c: ml_collections.ConfigDict, workdir: Path) -> str:
             )
         return m.path
     if m.source == "warm_start":
-        from rlvr_jax.train.warmstart import load_warm_start
-
         return str(load_warm_start(m.domain, m.role).path)
     if m.source != "random":
         valid = "warm_start, pretrained, random"
         raise ValueError(f"config.model.source = {m.source!r}; valid: {valid}")
     out = workdir / "base"
     if distributed.is_logging_process() and not (out / "config.json").is_file():
-        from rlvr_jax.models import save_pretrained
-        from rlvr_jax.rl import build
-        from rlvr_jax.rl.config import default_config
-        from rlvr_jax.train.warmstart import save_tokenizer
-
         rc = default_config()
         rc.model.source, rc.model.random_size, rc.seed = "random", m.random_size, m.seed
         model, tokenizer = build.build_policy(rc)
@@ -141,8 +136,6 @@ def run(config: ml_collections.ConfigDict, workdir, allow_config_change=()) -> d
       {"stages": {name: its result}, "eval": {model: {task: pass@1}}}, or
       {"preempted": True, "stage": name, "step": s} when a signal stopped a stage.
     """
-    from rlvr_jax.run.run_io import lock_on_chief
-
     validate(config)
     workdir = Path(workdir)
     lock = lock_on_chief(workdir / LOCK_FILE, f"pipeline directory {workdir}")

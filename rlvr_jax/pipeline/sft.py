@@ -48,10 +48,16 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed, sharding, tasks
+from rlvr_jax.models import load_pretrained
 from rlvr_jax.pipeline import execution
-from rlvr_jax.pipeline.stage_kind import StageContext
+from rlvr_jax.pipeline.stage_kind import StageContext, task_options
+from rlvr_jax.run.run_io import RunIO
+from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.tasks.base import CORRECT
-from rlvr_jax.train import sft
+from rlvr_jax.tokenizers import cut_at_stop
+from rlvr_jax.train import sft, warmstart
+from rlvr_jax.train.evaluate import evaluate_task
+from rlvr_jax.train.warmstart import load_model_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +145,6 @@ def pulse(c) -> None:
 
 def resolve(c, init_dir: str, base) -> None:
     """Empty task options get the base's warm-start ones; teacher domain "" = the base's."""
-    from rlvr_jax.pipeline.stage_kind import task_options
-
     del init_dir
     c.task.options = task_options(c.task.name, c.task.options, base)
     if not c.data.teacher.domain:
@@ -159,9 +163,6 @@ def sample_verified(
     Returns:
       One list per problem of (response text, correct) pairs (the same on every process).
     """
-    from rlvr_jax.sampling import Sampler, SamplingParams
-    from rlvr_jax.tokenizers import cut_at_stop
-
     stop = tokenizer.stop_ids
     params = SamplingParams(
         temperature=temperature, max_new_tokens=max_new_tokens, stop_token_ids=stop, n=n
@@ -183,9 +184,6 @@ def sample_verified(
 
 
 def _load_teacher(c, base):
-    from rlvr_jax.models import load_pretrained
-    from rlvr_jax.train import warmstart
-
     t = c.data.teacher
     if t.source == "warm_start":
         ws = warmstart.load_warm_start(t.domain or base.domain, t.role)
@@ -267,8 +265,6 @@ def batch_order(num_examples: int, batch_size: int, steps: int, seed: int) -> np
 
 
 def _evaluate(c, model, tokenizer, task) -> dict[str, float]:
-    from rlvr_jax.train.evaluate import evaluate_task
-
     e = c.eval
     res = evaluate_task(
         model,
@@ -289,9 +285,6 @@ def _evaluate(c, model, tokenizer, task) -> dict[str, float]:
 
 def run_sft(ctx: StageContext) -> dict[str, Any]:
     """Runs (or resumes) an SFT stage; returns its final evaluation and data counts."""
-    from rlvr_jax.run.run_io import RunIO
-    from rlvr_jax.train.warmstart import load_model_tokenizer
-
     c = ctx.config
     model, mesh, rules = execution.load_policy(c, ctx.init_dir)
     tokenizer = load_model_tokenizer(ctx.init_dir)

@@ -16,6 +16,7 @@ from typing import Any
 from rlvr_jax.repro import pipelines
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.repro.metrics import PASS_1_BEFORE
+from rlvr_jax.repro.plot import plot_arms
 from rlvr_jax.repro.results import (
     ClaimResult,
     RunResult,
@@ -363,8 +364,6 @@ def write_page(
     docs.mkdir(parents=True, exist_ok=True)
     png = docs / f"{repro.slug}.png"
     if plot:
-        from rlvr_jax.repro.plot import plot_arms
-
         plot_arms(repro, results, png)
     md = docs / f"{repro.slug}.md"
     md.write_text(page_text(repro, results, seeds=seeds, root=root, png=png.name if plot else ""))

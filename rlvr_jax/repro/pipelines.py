@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlvr_jax.pipeline.config import is_pipeline, stage_names
+from rlvr_jax.run.metrics_file import read_metrics
 
 EVAL_DIR, STAGES_DIR, DONE_FILE, METRICS = "eval", "stages", "stage.json", "metrics.jsonl"
 
@@ -88,8 +89,6 @@ def eval_record(results: Mapping[str, Mapping[str, Any]], step: int, stage: str)
 
 
 def _read_jsonl(path: Path) -> list[dict]:
-    from rlvr_jax.run.metrics_file import read_metrics
-
     return read_metrics(path) if path.is_file() else []
 
 

@@ -15,6 +15,7 @@ from rlvr_jax.repro.records import manifest_weights
 from rlvr_jax.repro.runs import DONE, Run
 from rlvr_jax.repro.spec import Claim, Reproduction
 from rlvr_jax.repro.stats import MIXED_WEIGHTS, Difference, Summary, verdict
+from rlvr_jax.run.metrics_file import read_metrics
 
 # Curves every page plots: (split, key, title); split "cost" is the eval value against the
 # rollouts generated so far (drawn for pages with a cost metric).
@@ -52,8 +53,6 @@ def curve_keys(repro: Reproduction) -> list[tuple[str, str, str]]:
 
 def collect(repro: Reproduction, runs: list[Run]) -> list[RunResult]:
     """Reads every finished run's metrics (crashed / unfinished runs get no values)."""
-    from rlvr_jax.run.metrics_file import read_metrics
-
     out = []
     for run in runs:
         result = RunResult(run)

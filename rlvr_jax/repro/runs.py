@@ -54,6 +54,9 @@ from rlvr_jax import pyfile
 from rlvr_jax.locking import FileLock, HeldError
 from rlvr_jax.repro import pipelines
 from rlvr_jax.repro.spec import Arm, Reproduction
+from rlvr_jax.rl.config import default_config
+from rlvr_jax.run.metrics_file import read_metrics
+from rlvr_jax.train import warmstart
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
@@ -153,8 +156,6 @@ def command(
 @functools.cache
 def _warm_start_dirs(domain: str) -> tuple[str, ...]:
     """Cache directory names of the registered warm starts of `domain` (both roles)."""
-    from rlvr_jax.train import warmstart
-
     tok = warmstart.default_tokenizer()
     return tuple(
         warmstart.model_dir(warmstart.SPECS[domain, r], tok).name
@@ -170,8 +171,6 @@ def warm_start_names(config: dict[str, Any]) -> list[str]:
     (the policy's, a teacher's); both roles of each are listed, so a retrained
     base or teacher changes the run key.
     """
-    from rlvr_jax.train import warmstart
-
     if config["model"]["source"] != "warm_start":
         return []
     known, found = set(warmstart.domains()), set()
@@ -195,8 +194,6 @@ def warm_start_digests(config: dict[str, Any]) -> dict[str, str]:
     machines) keeps its name, so each attempt records the weights it found.
     Models not in the cache are left out.
     """
-    from rlvr_jax.train import warmstart
-
     root = warmstart.DEFAULT_CACHE_DIR.expanduser()
     out = {}
     for name in warm_start_names(config):
@@ -219,8 +216,6 @@ def _flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 @functools.cache
 def _default_flat() -> tuple[tuple[str, str], ...]:
-    from rlvr_jax.rl.config import default_config
-
     flat = _flatten(json.loads(default_config().to_json()))
     return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(flat.items()))
 
@@ -313,8 +308,6 @@ def is_complete(run: Run) -> bool:
     A pipeline's metrics.jsonl is joined from its stages here (`pipelines.write_metrics`)
     once every stage is evaluated; it is final when it holds the last stage's evaluation.
     """
-    from rlvr_jax.run.metrics_file import read_metrics
-
     metrics, config = run.workdir / "metrics.jsonl", run.workdir / "config.json"
     pipeline = pipelines.is_pipeline(run.config)
     if pipeline and config.is_file():

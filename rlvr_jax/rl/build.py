@@ -8,12 +8,15 @@ import math
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
 from rlvr_jax import sharding, tasks
 from rlvr_jax.models import init_model, load_pretrained
+from rlvr_jax.models.tiny import tiny_config
 from rlvr_jax.models.transformer import Transformer, with_execution
+from rlvr_jax.optim import build_optimizer
 from rlvr_jax.rl.objectives import LossSpec
 from rlvr_jax.tasks.options import resolve_options
 from rlvr_jax.tokenizers import Tokenizer
@@ -53,7 +56,6 @@ def _build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]
         return model, warmstart.load_model_tokenizer(m.path)
     if m.random_size != "tiny":
         raise ValueError(f"config.model.random_size = {m.random_size!r}; valid: tiny")
-    from rlvr_jax.models.tiny import tiny_config
 
     tokenizer = warmstart.default_tokenizer()
     config = tiny_config(
@@ -69,8 +71,6 @@ def _build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]
 
 def jnp_dtype(name: str):
     """The jnp dtype of a config dtype name ("float32" / "bfloat16")."""
-    import jax.numpy as jnp
-
     valid = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
     if name not in valid:
         raise ValueError(f"dtype {name!r}; valid: {', '.join(valid)}")
@@ -141,8 +141,6 @@ def total_updates(c: ml_collections.ConfigDict) -> int:
 
 def policy_optimizer(c: ml_collections.ConfigDict):
     """The policy's optax optimizer from `config.optimizer`, scheduled over every update."""
-    from rlvr_jax.optim import build_optimizer
-
     o = c.optimizer
     return build_optimizer(
         o.lr,

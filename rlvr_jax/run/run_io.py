@@ -40,15 +40,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import jax
 import ml_collections
 from etils import epath
+from flax import nnx
 
-from rlvr_jax import distributed
+from rlvr_jax import distributed, models
 from rlvr_jax.locking import FileLock, HeldError
 from rlvr_jax.run.checkpointing import CheckpointMismatch, PreemptionGuard, RunCheckpointer
 from rlvr_jax.run.guard import DivergenceGuard, resume_hint
 from rlvr_jax.run.logger import MetricsLogger
+from rlvr_jax.run.report import write_report
 from rlvr_jax.scheduling import load_state, save_state
+from rlvr_jax.train.warmstart import save_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -414,25 +418,16 @@ class RunIO:
     def finish(self, model, tokenizer) -> None:
         """Exports the final policy (if given) and writes results.md / curves.png."""
         self.ckpt.wait()
-        import jax
-
         if model is not None and jax.process_count() > 1:
-            from flax import nnx
-
             # Every process gathers the sharded weights (a collective); process 0 writes them.
             graphdef, state = nnx.split(model)
             model = nnx.merge(graphdef, distributed.to_host(state))
         if not self.chief:
             return
         if model is not None:
-            from rlvr_jax.models import save_pretrained
-            from rlvr_jax.train.warmstart import save_tokenizer
-
             export = self.paths.export
-            save_pretrained(model, model.config, export)
+            models.save_pretrained(model, model.config, export)
             save_tokenizer(tokenizer, export)
-        from rlvr_jax.run.report import write_report
-
         self.logger.close()
         write_report(self.workdir)
 

@@ -17,6 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from rlvr_jax import tasks
+from rlvr_jax.models import load_pretrained
+from rlvr_jax.tasks.options import resolve_options
+from rlvr_jax.train.evaluate import evaluate_task
+from rlvr_jax.train.warmstart import load_model_tokenizer
+
 EXPORT_DIR = "export"
 
 
@@ -58,7 +64,6 @@ def run_task(workdir) -> tuple[str, dict[str, Any]] | None:
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or not {"task", "model"} <= set(data):
         return None
-    from rlvr_jax.tasks.options import resolve_options
 
     task, model = data["task"], data["model"]
     domain = model["domain"] if model.get("source") == "warm_start" else ""
@@ -117,10 +122,6 @@ def evaluate_model_dir(
       (the resolved directory), "task", "task_options" and "split".
     """
     # Lazy: keeps `parse_options` / `markdown_summary` free of the JAX stack.
-    from rlvr_jax import tasks
-    from rlvr_jax.models import load_pretrained
-    from rlvr_jax.train.evaluate import evaluate_task
-    from rlvr_jax.train.warmstart import load_model_tokenizer
 
     path = resolve_model_dir(model_dir)
     task_options = dict(task_options or {})

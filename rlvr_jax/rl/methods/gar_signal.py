@@ -21,6 +21,7 @@ from rlvr_jax import sharding
 from rlvr_jax.core import gar as gar_lib
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import signals
+from rlvr_jax.tokenizers import encode_prompt, end_of_turn_id
 
 
 def output_projection_VxD(model):
@@ -164,8 +165,6 @@ def anchor_rows(tokenizer, problems, *, pad_id: int = 0, multiple: int = _ANCHOR
       (tokens_PxS int32, attention_mask_PxS bool, mask_PxS bool, has_P bool): `mask`
       is True on the solution tokens; `has_P` says which problems have a solution.
     """
-    from rlvr_jax.tokenizers import encode_prompt, end_of_turn_id
-
     eot = end_of_turn_id(tokenizer)
     prompts = [encode_prompt(tokenizer, p.prompt) for p in problems]
     sols = [tokenizer.encode(p.solution) + [eot] if p.solution else [] for p in problems]
