@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +203,6 @@ def to_host(tree):
     Returns:
       The same pytree of numpy arrays with the global shapes.
     """
-    from jax.experimental import multihost_utils
 
     def one(x):
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
@@ -223,7 +224,6 @@ def agree(flag: bool) -> bool:
     """
     if jax.process_count() == 1:
         return bool(flag)
-    from jax.experimental import multihost_utils
 
     flags = multihost_utils.process_allgather(np.asarray([bool(flag)], np.int32))
     return bool(np.asarray(flags).any())
@@ -240,8 +240,6 @@ def everyone(flag: bool) -> bool:
 def sync(name: str) -> None:
     """Blocks until every process reaches the barrier `name` (no-op single-process)."""
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         multihost_utils.sync_global_devices(name)
 
 
@@ -279,8 +277,6 @@ def host_rows(x) -> np.ndarray:
 
 def _allgather(values) -> np.ndarray:
     """[process_count, ...]: every process's `values` (a small host array)."""
-    from jax.experimental import multihost_utils
-
     return np.asarray(multihost_utils.process_allgather(np.asarray(values)))
 
 
@@ -309,7 +305,6 @@ def allgather_objects(obj) -> list:
     """
     if jax.process_count() == 1:
         return [obj]
-    import pickle
 
     data = np.frombuffer(pickle.dumps(obj), np.uint8)
     sizes = _allgather(np.array([data.size], np.int64))[:, 0]  # one gather gives max and cuts

@@ -118,7 +118,7 @@ class FileLock:
         return self
 
     def _acquire_local(self, blocking: bool) -> None:
-        import fcntl
+        import fcntl  # lazy: POSIX only
 
         fd = os.open(os.fspath(self.path), os.O_RDWR | os.O_CREAT, 0o644)
         try:

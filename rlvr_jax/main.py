@@ -49,6 +49,8 @@ flags.register_validator(
 
 def main(argv):
     del argv
+    # The imports are here, not at the top: the flags (--help included) parse without
+    # loading JAX and the models, and the hosts join before the trainer is imported.
     from rlvr_jax import distributed
     from rlvr_jax.run.run_io import EXIT_PREEMPTED
 

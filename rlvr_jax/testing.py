@@ -63,8 +63,8 @@ def make_hf_checkpoint(path, config: ModelConfig, *, seed: int = 0, noise: float
     Returns:
       The torch model (eval mode), as the parity oracle.
     """
-    import torch
-    import transformers
+    import torch  # lazy: a test-only dependency
+    import transformers  # lazy: a test-only dependency
 
     torch.manual_seed(seed)
     hf_config = transformers.AutoConfig.for_model(**config.to_hf_dict())

@@ -52,7 +52,7 @@ def step_params(run_dir, step: int, like):
     Returns:
       nnx.State of `like`'s structure. FileNotFoundError names the missing step.
     """
-    import orbax.checkpoint as ocp
+    import orbax.checkpoint as ocp  # lazy: heavy, only to read checkpoints
 
     path = Path(run_dir).resolve() / "checkpoints" / str(step) / "state"
     if not path.is_dir():

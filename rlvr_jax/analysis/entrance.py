@@ -151,10 +151,10 @@ def analyze_entrance(
 
 def plot_sweep(sweep: list[dict[str, Any]], path, n: int) -> None:
     """pass@1, pass@n and coverage against α, as a PNG."""
-    import matplotlib
+    import matplotlib  # lazy: heavy, and only needed for the plot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
     alphas = [r["alpha"] for r in sweep]

@@ -162,10 +162,10 @@ def plot_shift(result: dict[str, Any], path, title: str = "") -> None:
     Offsets that fewer than a quarter of the problems reach (long preambles) are
     left out of the plot (they stay in `result`).
     """
-    import matplotlib
+    import matplotlib  # lazy: heavy, and only needed for the plot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     counts = np.asarray(result["problems"])
     keep = counts >= max(1, 0.25 * counts.max()) if counts.size else counts.astype(bool)

@@ -134,10 +134,10 @@ def heatmap(result: dict[str, Any], path) -> None:
 
     Each panel's colours span its own min..max (differences are small), with a colour bar.
     """
-    import matplotlib
+    import matplotlib  # lazy: heavy, and only needed for the plot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     rows, cols = result["rows"], result["cols"]
     fig, axes = plt.subplots(1, 2, figsize=(2 * (2.4 + 0.7 * len(cols)), 1.2 + 0.45 * len(rows)))

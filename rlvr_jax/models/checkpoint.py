@@ -19,7 +19,7 @@ from flax import nnx
 
 from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.safetensors_io import SafetensorsFile, write_safetensors_lazy
-from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.models.transformer import Transformer, abstract_model
 
 _SINGLE = "model.safetensors"
 _INDEX = "model.safetensors.index.json"
@@ -220,8 +220,6 @@ def save_pretrained(
 def hf_specs(config: ModelConfig) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
     """{HF tensor name: (dtype, HF shape)} of a config's parameters, in `save_pretrained`'s
     order; nothing is allocated."""
-    from rlvr_jax.models.transformer import abstract_model
-
     specs = {}
     for p, var in nnx.to_flat_state(nnx.state(abstract_model(config), nnx.Param)):
         name, transpose = hf_name(p)

@@ -153,10 +153,10 @@ def domain_table(evals: dict[str, dict]) -> str:
 
 def plot_passk(evals: dict[str, dict], path) -> None:
     """pass@k against k (log scale) for every model, one panel per task."""
-    import matplotlib
+    import matplotlib  # lazy: heavy, and only needed for the plot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     labels = list(next(iter(evals.values())))
     fig, axes = plt.subplots(1, len(labels), figsize=(5 * len(labels), 3.6), squeeze=False)

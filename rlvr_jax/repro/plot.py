@@ -55,7 +55,7 @@ def plot_arms(repro: Reproduction, results: list[RunResult], path: Path) -> None
     import matplotlib  # lazy: heavy, and only needed for pages
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     keys = curve_keys(repro)
     ncols = min(3, len(keys))

@@ -157,7 +157,7 @@ def plot_curves(records: list[dict], path) -> None:
     import matplotlib  # Lazy: heavy, and only needed for the report.
 
     matplotlib.use("Agg")  # no display on servers; must precede pyplot's import
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     panels = _panels(records)
     ncols = min(3, max(1, len(panels)))

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import betaln, gammaln
+
+from rlvr_jax.scheduling.base import bucket_rows
 
 
 def log_beta_moment(alpha, beta, a, b):
@@ -87,10 +90,6 @@ def prob_effective_host(alpha_NxK, beta_NxK, weight_NxK, prompts_M, successes_M,
     Returns:
       [M] NumPy float probabilities.
     """
-    import numpy as np
-
-    from rlvr_jax.scheduling.base import bucket_rows
-
     m = len(prompts_M)
     if m == 0:
         return np.zeros(0, np.float32)
@@ -104,8 +103,6 @@ def prob_effective_host(alpha_NxK, beta_NxK, weight_NxK, prompts_M, successes_M,
 
 def sample_mixture(rng, alpha_xK, beta_xK, weight_xK):
     """Thompson draws of p from a Beta mixture (NumPy generator; host side)."""
-    import numpy as np
-
     alpha_xK, beta_xK, weight_xK = map(np.asarray, (alpha_xK, beta_xK, weight_xK))
     cum = np.cumsum(weight_xK, -1)
     u = rng.random(cum.shape[:-1])[..., None] * cum[..., -1:]

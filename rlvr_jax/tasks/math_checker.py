@@ -55,14 +55,14 @@ def _checker_main() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:
-        import resource
+        import resource  # lazy: POSIX only
 
         resource.setrlimit(resource.RLIMIT_AS, (_CHECKER_MEMORY_BYTES, resource.RLIM_INFINITY))
     except (ImportError, ValueError, OSError):
         pass
     try:
         logging.getLogger("math_verify").setLevel(logging.ERROR)
-        from math_verify import LatexExtractionConfig, parse, verify
+        from math_verify import LatexExtractionConfig, parse, verify  # optional dependency
 
         config = [LatexExtractionConfig(boxed_match_priority=0)]
 

@@ -19,6 +19,7 @@ import numpy as np
 from rlvr_jax.core.cliff import first_mistake_index
 from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods.task_signals import first_mistake_indices, step_locator, step_rows
+from rlvr_jax.sampling import Sampler
 
 LOCATORS = ("exact", "noisy", "judge")
 
@@ -53,7 +54,6 @@ def judge_first_mistakes(ctx, rows, wrong_R, *, domain, role, max_new_tokens) ->
     token), "None" and unparsable answers to −1. Logs the judge's unparsed
     share and, where the task has an exact locator, its agreement with it.
     """
-    from rlvr_jax.sampling import Sampler
     from rlvr_jax.train import judge, warmstart  # lazy: pulls in training code
 
     domain = domain or ctx.domain

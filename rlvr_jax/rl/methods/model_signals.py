@@ -38,6 +38,7 @@ from flax import nnx
 
 from rlvr_jax import distributed, sharding
 from rlvr_jax.core import opsa
+from rlvr_jax.models import load_pretrained
 from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods import task_signals
 from rlvr_jax.rl.update import make_scorer
@@ -224,7 +225,6 @@ def load_teacher(ctx, *, source: str, domain: str, role: str, path: str) -> sign
     key = ("teacher", source, domain, role, path)
     if key in ctx.cache:
         return ctx.cache[key]
-    from rlvr_jax.models import load_pretrained
     from rlvr_jax.train import warmstart  # lazy: pulls in training code
 
     if source == "warm_start":

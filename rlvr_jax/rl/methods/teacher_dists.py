@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rlvr_jax.models import vocab
+from rlvr_jax.models import load_pretrained, vocab
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.rl import signals
 from rlvr_jax.rl.methods.model_signals import (
@@ -32,7 +32,7 @@ from rlvr_jax.rl.methods.model_signals import (
     render_prompts,
     teacher_diagnostics,
 )
-from rlvr_jax.train import privileged
+from rlvr_jax.train import privileged, warmstart
 
 
 def make_state_fn(graphdef, *, topk: int = 0):
@@ -80,9 +80,6 @@ def _teacher_model(ctx, *, source, domain, role, path):
 
 
 def _loaded_teacher(config, *, source, domain, role, path):
-    from rlvr_jax.models import load_pretrained
-    from rlvr_jax.train import warmstart
-
     if source == "warm_start":
         model = warmstart.load_warm_start(domain or config.model.domain, role).model
     else:
