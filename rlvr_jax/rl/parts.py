@@ -141,21 +141,7 @@ def build_parts(
     nnx.update(model, sharding.shard_state(nnx.state(model), mesh, rules))
     task = build.build_task(c)
     pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
-    sampler = Sampler(
-        model,
-        pad_id=pad_id,
-        mesh=mesh,
-        rules=rules,
-        cache_bytes=c.rollout.cache_gib * 2**30 or None,
-        cache_dtype=c.rollout.cache_dtype or None,
-    )
-    sampling = SamplingParams(
-        temperature=c.rollout.temperature,
-        top_p=c.rollout.top_p,
-        top_k=c.rollout.top_k,
-        max_new_tokens=c.rollout.max_new_tokens,
-        stop_token_ids=tokenizer.stop_ids,
-    )
+    sampler, sampling = _sampler(c, model, tokenizer, pad_id, mesh)
     prompts = prompt_batches(
         TaskSource(task, c.task.train_split, size=c.task.train_size),
         batch_size=c.data.prompts_per_step // processes,  # this process's share
@@ -207,6 +193,26 @@ def build_parts(
         state=sharding.shard_rl_state(state, mesh, rules),
         chunk=chunk,
     )
+
+
+def _sampler(c, model, tokenizer, pad_id: int, mesh) -> tuple[Sampler, SamplingParams]:
+    """The rollout sampler on the mesh (its KV-cache budget) and the sampling parameters."""
+    sampler = Sampler(
+        model,
+        pad_id=pad_id,
+        mesh=mesh,
+        rules=c.mesh.rules,
+        cache_bytes=c.rollout.cache_gib * 2**30 or None,
+        cache_dtype=c.rollout.cache_dtype or None,
+    )
+    sampling = SamplingParams(
+        temperature=c.rollout.temperature,
+        top_p=c.rollout.top_p,
+        top_k=c.rollout.top_k,
+        max_new_tokens=c.rollout.max_new_tokens,
+        stop_token_ids=tokenizer.stop_ids,
+    )
+    return sampler, sampling
 
 
 def _score_context(c, model, tokenizer, task, graphdef, params, rest, mesh, chunk):

@@ -96,6 +96,77 @@ def _scan_grads(loss_fn, params, micro_batches):
     return loss, sums, grads
 
 
+def _policy_loss_fn(graphdef, spec: objectives.LossSpec, loss_consts):
+    """(params, rest, mb, denom, minibatch) -> (loss, sums): the policy loss of a micro-batch."""
+    with_entropy = bool(spec.entropy_coef)
+    # Losses over whole next-token distributions (rl.methods.distill: opd_full_kl,
+    # opd_topk_kl) also get the student's final hidden states and output kernel, and
+    # the teacher's kernel (`loss_consts`, else the student's own, stop-gradient).
+    needs_hidden = "hidden_BxTxD" in objectives.POLICY_LOSSES.get(spec.name).requires
+    loss_consts = dict(loss_consts or {})
+
+    def policy_loss_fn(params, rest, mb, denom, minibatch):
+        model = nnx.merge(graphdef, params, rest)
+        tokens, attn = mb["tokens_BxT"], mb["attention_mask_BxT"]
+        out = token_logps(
+            model, tokens, attn, with_entropy=with_entropy, return_hidden=needs_hidden
+        )
+        if needs_hidden:
+            *out, hidden = out
+            out = tuple(out) if with_entropy else out[0]
+            kernel = model.output_kernel()
+            mb = mb.with_extra(
+                dict(
+                    hidden_BxTxD=hidden,
+                    output_kernel_DxV=kernel,
+                    teacher_kernel_DxV=jax.lax.stop_gradient(kernel),
+                    **loss_consts,
+                )
+            )
+        logps, ent = out if with_entropy else (out, None)
+        return objectives.policy_loss(spec, logps, mb, denom, ent, minibatch)
+
+    return policy_loss_fn
+
+
+def _critic_loss_fn(critic_graphdef, value_clip: float, sigma_ratio: float):
+    """(params, rest, mb, denom) -> (loss, sums): the critic's loss of a micro-batch."""
+
+    def critic_loss_fn(params, rest, mb, denom):
+        critic = nnx.merge(critic_graphdef, params, rest)
+        loss_BxT = critic.loss_BxT(mb, value_clip=value_clip, sigma_ratio=sigma_ratio)
+        loss = aggregate_with_denominator(loss_BxT, mb["mask_BxT"], "token-mean", denom)
+        return loss, {"value_loss": jnp.sum(loss_BxT)}
+
+    return critic_loss_fn
+
+
+def _policy_step(policy_loss_fn, optimizer, spec, constant, state, rest, mb, flat_mask):
+    """One policy update on a minibatch: (params, opt state, loss, sums, grads)."""
+    n, rows = mb["mask_BxT"].shape[:2]
+    # Over the whole minibatch, before the micro-batches: the denominator and the
+    # loss's own statistics (GAPO's Ā), so the split cannot change the gradient.
+    denom = objectives.denominator(spec, flat_mask, constant)
+    flat = jax.tree.map(lambda x: x.reshape((n * rows,) + x.shape[2:]), mb)
+    stats = objectives.minibatch_stats(spec, flat)
+    params = state.params
+    loss, sums, grads = _scan_grads(
+        lambda p, b: policy_loss_fn(p, rest, b, denom, stats), params, mb
+    )
+    updates, opt_state = optimizer.update(grads, state.opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss, sums, grads
+
+
+def _critic_step(critic_loss_fn, optimizer, state, critic_rest, mb, flat_mask):
+    """One critic update on a minibatch: (params, opt state, value loss, grad norm)."""
+    zeros = jnp.zeros_like(flat_mask, jnp.float32)
+    denom = aggregate(zeros, flat_mask, "token-mean")[1]
+    params, opt_state = state.critic_params, state.critic_opt_state
+    vloss, _, grads = _scan_grads(lambda p, b: critic_loss_fn(p, critic_rest, b, denom), params, mb)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, vloss, optax.tree.norm(grads)
+
+
 def make_update(
     graphdef,
     optimizer: optax.GradientTransformation,
@@ -137,39 +208,8 @@ def make_update(
       "tokens"); "subset_sums", {subset: {"tokens": count, name: sum}} of its
       per-subset ones (`objectives.SUBSETS`). `rl.step_metrics` reduces them.
     """
-    with_entropy = bool(spec.entropy_coef)
-    # Losses over whole next-token distributions (rl.methods.distill: opd_full_kl,
-    # opd_topk_kl) also get the student's final hidden states and output kernel, and
-    # the teacher's kernel (`loss_consts`, else the student's own, stop-gradient).
-    needs_hidden = "hidden_BxTxD" in objectives.POLICY_LOSSES.get(spec.name).requires
-    loss_consts = dict(loss_consts or {})
-
-    def policy_loss_fn(params, rest, mb, denom, minibatch):
-        model = nnx.merge(graphdef, params, rest)
-        tokens, attn = mb["tokens_BxT"], mb["attention_mask_BxT"]
-        out = token_logps(
-            model, tokens, attn, with_entropy=with_entropy, return_hidden=needs_hidden
-        )
-        if needs_hidden:
-            *out, hidden = out
-            out = tuple(out) if with_entropy else out[0]
-            kernel = model.output_kernel()
-            mb = mb.with_extra(
-                dict(
-                    hidden_BxTxD=hidden,
-                    output_kernel_DxV=kernel,
-                    teacher_kernel_DxV=jax.lax.stop_gradient(kernel),
-                    **loss_consts,
-                )
-            )
-        logps, ent = out if with_entropy else (out, None)
-        return objectives.policy_loss(spec, logps, mb, denom, ent, minibatch)
-
-    def critic_loss_fn(params, rest, mb, denom):
-        critic = nnx.merge(critic_graphdef, params, rest)
-        loss_BxT = critic.loss_BxT(mb, value_clip=value_clip, sigma_ratio=critic_sigma_ratio)
-        loss = aggregate_with_denominator(loss_BxT, mb["mask_BxT"], "token-mean", denom)
-        return loss, {"value_loss": jnp.sum(loss_BxT)}
+    policy_loss_fn = _policy_loss_fn(graphdef, spec, loss_consts)
+    critic_loss_fn = _critic_loss_fn(critic_graphdef, value_clip, critic_sigma_ratio)
 
     def update(state: RLState, rest, critic_rest, mb):
         n, rows, t = mb["mask_BxT"].shape
@@ -177,16 +217,9 @@ def make_update(
         metrics = {"token_sums": {"tokens": jnp.sum(flat_mask, dtype=jnp.float32)}}
         params, opt_state = state.params, state.opt_state
         if train_policy:
-            # Over the whole minibatch, before the micro-batches: the denominator and the
-            # loss's own statistics (GAPO's Ā), so the split cannot change the gradient.
-            denom = objectives.denominator(spec, flat_mask, constant)
-            flat = jax.tree.map(lambda x: x.reshape((n * rows,) + x.shape[2:]), mb)
-            stats = objectives.minibatch_stats(spec, flat)
-            loss, sums, grads = _scan_grads(
-                lambda p, b: policy_loss_fn(p, rest, b, denom, stats), params, mb
+            params, opt_state, loss, sums, grads = _policy_step(
+                policy_loss_fn, optimizer, spec, constant, state, rest, mb, flat_mask
             )
-            updates, opt_state = optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
             subsets = sums.pop(objectives.SUBSETS, None)
             metrics["token_sums"].update(sums)
             if subsets is not None:
@@ -194,16 +227,10 @@ def make_update(
             metrics.update(loss=loss, grad_norm=optax.tree.norm(grads))
         critic_params, critic_opt_state = state.critic_params, state.critic_opt_state
         if critic_graphdef is not None:
-            zeros = jnp.zeros_like(flat_mask, jnp.float32)
-            denom = aggregate(zeros, flat_mask, "token-mean")[1]
-            vloss, sums, grads = _scan_grads(
-                lambda p, b: critic_loss_fn(p, critic_rest, b, denom), critic_params, mb
+            critic_params, critic_opt_state, vloss, grad_norm = _critic_step(
+                critic_loss_fn, critic_optimizer, state, critic_rest, mb, flat_mask
             )
-            updates, critic_opt_state = critic_optimizer.update(
-                grads, critic_opt_state, critic_params
-            )
-            critic_params = optax.apply_updates(critic_params, updates)
-            metrics.update(value_loss=vloss, critic_grad_norm=optax.tree.norm(grads))
+            metrics.update(value_loss=vloss, critic_grad_norm=grad_norm)
         new_state = state.replace(
             params=params,
             opt_state=opt_state,

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlvr_jax.rl import build, credit, select
+from rlvr_jax.rl import build, credit
 from rlvr_jax.rl import trainer as trainer_lib
 from rlvr_jax.rl.config import default_config, validate
 from rlvr_jax.rollout import score
-from rlvr_jax.scheduling import SCHEDULERS, Pool, load_state
+from rlvr_jax.scheduling import SCHEDULERS, Pool, load_state, select
 from rlvr_jax.scheduling.estimators import BetaEstimator, GraphEstimator
 from rlvr_jax.scheduling.pair import remaining_token_prior
 from rlvr_jax.testing import parity_score_rows, toy_tokenizer
