@@ -336,7 +336,7 @@ def _scripted_rollouts(monkeypatch):
 
     def rollout(self, request, key):
         g = original(self, request, key)
-        tokenizer, task = self.tokenizer, self.task
+        tokenizer, task = self.parts.tokenizer, self.parts.task
         for f in (
             "tokens",
             "attention_mask",

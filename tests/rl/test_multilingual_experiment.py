@@ -41,11 +41,11 @@ def test_multilingual_pulse_adds_the_language_reward(tmp_path, monkeypatch):
     def keep(self, groups, fields, step):
         b = original(self, groups, fields, step)
         texts = [
-            self.tokenizer.decode(
+            self.parts.tokenizer.decode(
                 [
                     t
                     for t in groups.tokens[i][groups.response_mask[i]]
-                    if t not in self.tokenizer.stop_ids
+                    if t not in self.parts.tokenizer.stop_ids
                 ]
             )
             for i in range(len(groups.tokens))
