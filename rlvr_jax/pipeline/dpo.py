@@ -42,7 +42,6 @@ from rlvr_jax.rl.parts import Parts, build_parts
 from rlvr_jax.rl.steps import trimmed
 from rlvr_jax.rl.trainer import Trainer
 
-_LENGTH_MULTIPLE = 32  # rows trimmed to a multiple of this width: few compiles
 _ROW_FIELDS = ("tokens_2xPxT", "attention_mask_2xPxT", "mask_2xPxT")
 
 
@@ -147,7 +146,7 @@ class DPOSteps:
         """This process's pairs as [2, P, T] rows (chosen, rejected) with reference log-probs."""
         del state, fields, step
         p = self.parts
-        g = trimmed(groups, _LENGTH_MULTIPLE)
+        g = trimmed(groups)  # to steps.LENGTH_MULTIPLE columns, as the RL rows
         chosen, rejected, valid = dpo.preference_pairs(
             g.correct,
             g.group,
