@@ -11,8 +11,7 @@ those dtypes, sharded on `mesh` by its rules, and each batch's rows are split
 over the mesh's data x fsdp axes.
 
 The blocks are added, not defaults of `sft_config`: a pipeline config made
-before them keeps its JSON, and with it the reproduction harness's keys of its
-finished runs (`repro.runs.run_key` hashes every pipeline field).
+before them keeps its JSON (its stages' run configs as they were written).
 
 `apply(c, ...)` sets one mesh and precision on every trainable stage of a
 pipeline (a merge stage runs on the host and has none).

@@ -76,6 +76,7 @@ def reproduce(
       The page's path.
     """
     records = Path(records) if records is not None else Path(docs) / "records"
+    records_lib.rekey(records, echo=lambda *_: None)
     runs = runs_lib.plan(repro, seeds, Path(root))
     prefer = records_lib.preferred_weights(runs, records)
     restored = 0

@@ -92,13 +92,49 @@ def save(run: runs_lib.Run, records: Path) -> Path | None:
         old = load(target) if target.is_file() else None
     if old is not None and old["manifest"].get("attempts") == run.manifest.get("attempts"):
         return None
+    _write(target, pack(run))
+    return target
+
+
+def _write(target: Path, rec: dict[str, Any]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     # mtime=0: the same record compresses to the same bytes (no spurious git diffs).
     with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
-        f.write(json.dumps(pack(run), sort_keys=True).encode())
+        f.write(json.dumps(rec, sort_keys=True).encode())
     tmp.replace(target)
-    return target
+
+
+def rekey(records: Path, echo=print) -> list[tuple[str, str]]:
+    """Moves records whose key is not their config's `runs.run_key` to that key.
+
+    The records of runs keyed under an older keying (pipeline stages compared with
+    the RL defaults, not their kind's) are found again this way, like
+    `runs.adopt_legacy_runs` does for workdirs: the file is renamed (a `+weights`
+    tag kept), its `key` and its manifest's key and `--workdir` are rewritten. A
+    record whose new name is taken is left where it is.
+
+    Returns:
+      (old key, new key) per moved record.
+    """
+    moved = []
+    for file in sorted(Path(records).glob(f"*{SUFFIX}")) if Path(records).is_dir() else []:
+        rec = load(file)
+        old, config = rec["key"], rec["config"]
+        new = runs_lib.run_key(config, runs_lib.warm_start_names(config))
+        target = file.with_name(file.name.replace(old, new, 1))
+        if new == old or not file.name.startswith(old) or target.exists():
+            continue
+        rec["key"] = new
+        manifest = rec["manifest"]
+        manifest["key"] = new
+        if "command" in manifest:
+            manifest["command"] = manifest["command"].replace(f"/runs/{old}", f"/runs/{new}")
+        _write(target, rec)
+        file.unlink()
+        moved.append((old, new))
+        echo(f"  record {old} -> {new} (keyed by its config delta)")
+    return moved
 
 
 def load(file: Path) -> dict[str, Any]:

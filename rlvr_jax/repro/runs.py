@@ -1,7 +1,8 @@
 """The runs of a reproduction: resolve each arm × seed to a config, key it, run or reuse it.
 
 A run is keyed by a hash of its resolved config's *delta* (the fields whose
-value differs from `rlvr_jax.rl.config.default_config()`, seed included) and the
+value differs from `rlvr_jax.rl.config.default_config()`, or for a pipeline from
+each stage's kind defaults; seed included) and the
 cache names of the warm-start models its domains use (a retrained warm start is
 a new run). Keying on the delta keeps finished runs valid when a new config
 field is added with a default (the behaviour of old runs is the default's).
@@ -52,6 +53,7 @@ import ml_collections
 
 from rlvr_jax import pyfile
 from rlvr_jax.locking import FileLock, HeldError
+from rlvr_jax.pipeline import config as pipeline_config
 from rlvr_jax.repro import pipelines
 from rlvr_jax.repro.spec import Arm, Reproduction
 from rlvr_jax.rl.config import default_config
@@ -214,19 +216,49 @@ def _flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+PIPELINE = "<pipeline>"  # `_default_flat`'s name for a pipeline's own (non-stage) fields
+
+
 @functools.cache
-def _default_flat() -> tuple[tuple[str, str], ...]:
-    flat = _flatten(json.loads(default_config().to_json()))
+def _default_flat(kind: str = "") -> tuple[tuple[str, str], ...]:
+    """The flattened defaults of an RL run config, a pipeline's own, or one stage kind's."""
+    if kind == PIPELINE:
+        defaults = pipeline_config.pipeline_config()
+    elif kind:
+        defaults = pipeline_config.stage_config(kind)
+    else:
+        defaults = default_config()
+    flat = _flatten(json.loads(defaults.to_json()))
     return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(flat.items()))
+
+
+def _defaults_of(config: Mapping[str, Any]) -> dict[str, str]:
+    """Flat path -> default (JSON) for every field of `config` that has a library default.
+
+    A pipeline's stages are compared with their own kind's defaults
+    (`pipeline.config.stage_config(kind)`), so an option added to one kind, or to
+    the RL config every RL-kind stage runs, keeps the keys of finished pipeline
+    runs. A stage's `kind` is always part of the delta (two stages of different
+    kinds that both keep their defaults are different runs).
+    """
+    if not pipelines.is_pipeline(config):
+        return dict(_default_flat())
+    out = dict(_default_flat(PIPELINE))
+    for name, stage in config["stages"].items():
+        for k, v in _default_flat(stage["kind"]):
+            if k != "kind":
+                out[f"stages.{name}.{k}"] = v
+    return out
 
 
 def config_delta(config: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of `config` (as in config.json) that differ from the library defaults.
 
-    A field the defaults lack (an experiment's own subtree) is part of the delta; a
-    default field the config lacks (added to the library after the run) is not.
+    A field the defaults lack (an experiment's own subtree, a pipeline's own
+    fields) is part of the delta; a default field the config lacks (added to the
+    library after the run) is not.
     """
-    defaults = dict(_default_flat())
+    defaults = _defaults_of(config)
     return {
         k: v
         for k, v in sorted(_flatten(config).items())

@@ -284,3 +284,59 @@ def test_every_finished_run_on_a_committed_page_has_its_record():
         assert keys, f"{page.name}: no finished runs listed"
         missing = [k for k in keys if not records_lib.versions(docs / "records", k)]
         assert not missing, f"{page.name}: runs without a record: {missing}"
+
+
+def _pipeline_config() -> dict:
+    from rlvr_jax.pipeline.config import add_stage, pipeline_config
+
+    c = pipeline_config()
+    add_stage(c, "sft", "sft")
+    add_stage(c, "rl", "rl", init="sft")
+    c.stages.rl.run.train.steps = 7
+    return json.loads(c.to_json())
+
+
+def test_a_pipeline_stage_is_keyed_against_its_kind_defaults():
+    """An RL option added to the library (absent from an old pipeline run's config) keeps
+    the run's key; a stage's kind and changed fields are in the delta, defaults are not."""
+    config = _pipeline_config()
+    delta = runs_lib.config_delta(config)
+    assert delta["stages.rl.run.train.steps"] == 7
+    assert delta["stages.sft.kind"] == "sft" and delta["stages.rl.kind"] == "rl"
+    assert delta["stages.rl.init"] == "sft" and delta["order"] == "sft,rl"
+    assert not any(k.startswith("stages.rl.run.loss.") for k in delta)
+    assert "model.domain" not in delta  # the pipeline's own fields at their defaults
+    old = json.loads(json.dumps(config))
+    del old["stages"]["rl"]["run"]["loss"]["kl_coef"]
+    assert runs_lib.run_key(old, []) == runs_lib.run_key(config, [])
+    old["stages"]["rl"]["run"]["loss"]["kl_coef"] = 0.123
+    assert runs_lib.run_key(old, []) != runs_lib.run_key(config, [])
+    other_kind = json.loads(json.dumps(config))
+    other_kind["stages"]["rl"]["kind"] = "opd"
+    assert runs_lib.run_key(other_kind, []) != runs_lib.run_key(config, [])
+
+
+def test_records_under_an_old_key_are_moved_to_their_delta_key(tmp_path):
+    """`rekey` renames a record (its +weights tag kept) and rewrites its key and workdir."""
+    config = _pipeline_config()
+    new = runs_lib.run_key(config, runs_lib.warm_start_names(config))
+    for name in ("00000000legacy00", "00000000legacy00+abcd1234"):
+        rec = {
+            "format": records_lib.FORMAT,
+            "key": "00000000legacy00",
+            "config": config,
+            "manifest": {"key": "00000000legacy00", "command": "x --workdir=/r/runs/00000000legacy00"},
+            "metrics": [{"step": 0, "split": "eval"}],
+        }
+        records_lib._write(tmp_path / f"{name}{records_lib.SUFFIX}", rec)
+    moved = records_lib.rekey(tmp_path, echo=lambda *_: None)
+    assert moved == [("00000000legacy00", new)] * 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"{new}+abcd1234{records_lib.SUFFIX}",
+        f"{new}{records_lib.SUFFIX}",
+    ]
+    rec = records_lib.load(records_lib.path(tmp_path, new))
+    assert rec["key"] == rec["manifest"]["key"] == new
+    assert rec["manifest"]["command"] == f"x --workdir=/r/runs/{new}"
+    assert rec["metrics"] == [{"step": 0, "split": "eval"}]
+    assert records_lib.rekey(tmp_path, echo=lambda *_: None) == []  # settled
