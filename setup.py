@@ -9,7 +9,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["rlvr_jax", "rlvr_jax.*"]),
     # The shipped task tokenizer and the sample math file travel with the package.
-    package_data={"rlvr_jax": ["assets/*.model", "tasks/data/*.jsonl"]},
+    package_data={
+        "rlvr_jax": ["assets/*.model", "assets/warm_starts/*/*", "tasks/data/*.jsonl"]
+    },
     install_requires=[
         "jax>=0.6",
         "flax>=0.12",

@@ -4,6 +4,12 @@ Usage:
   python scripts/make_base_models.py                        # every domain, base + teacher
   python scripts/make_base_models.py --domains countdown --roles base
   python scripts/make_base_models.py --force --cache-dir /tmp/ws   # retrain from scratch
+  python scripts/make_base_models.py --domains countdown --roles privileged --ship
+
+A model shipped in the repository (rlvr_jax/assets/warm_starts/, see
+rlvr_jax/train/warmstart_shipped.py) is installed into the cache instead of trained
+unless --force; --ship copies the models into those assets (commit them to make them
+every machine's base).
 
 Models go to <cache-dir>/<domain>-<role>-<hash>/ (Hugging Face files + tokenizer +
 warmstart.json); see rlvr_jax/train/warmstart.py and docs/base_models.md.
@@ -17,7 +23,7 @@ import logging
 import os
 
 from rlvr_jax.tokenizers import CharTokenizer
-from rlvr_jax.train import warmstart
+from rlvr_jax.train import warmstart, warmstart_shipped
 
 
 def _table(infos: list[dict]) -> str:
@@ -55,6 +61,9 @@ def main():
     ap.add_argument("--eval-problems", type=int, default=128)
     ap.add_argument("--eval-samples", type=int, default=8)
     ap.add_argument("--json", help="also write the models' info dicts to this file")
+    ap.add_argument(
+        "--ship", action="store_true", help="copy the models into rlvr_jax/assets/warm_starts/"
+    )
     args = ap.parse_args()  # fmt: skip
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
@@ -68,6 +77,8 @@ def main():
         eval_samples=args.eval_samples,
     )
     print(_table(infos))
+    for info in infos if args.ship else []:
+        print("shipped:", warmstart_shipped.ship(info["path"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(infos, f, indent=2)

@@ -24,8 +24,17 @@ def get_reproduction() -> Reproduction:
                 "rlsd",
                 "h2sd/rlsd.py",
                 role="baseline",
-                note="RLSD: the self-teacher (reference-solution view) rescales every "
-                "token's GRPO advantage, magnitude only, no reverse KL",
+                note="RLSD's reference rule: the self-teacher (reference-solution view) "
+                "reweights every token's GRPO advantage by clip(exp(sign(A)·(ℓ^H − ℓ^S)), "
+                ".8, 1.2) mixed with λ = .5, no reverse KL",
+            ),
+            Arm(
+                "rlsd_magnitude",
+                "h2sd/rlsd.py",
+                overrides={"credit.rlsd.rule": "magnitude"},
+                role="ablation",
+                note="our first RLSD rule: clip(exp(ℓ^H − ℓ^S), .5, 2) renormalised per row "
+                "whatever the sign of A (on failed rows unlikely tokens take less of the penalty)",
             ),
         ),
         baseline="grpo",
@@ -34,6 +43,13 @@ def get_reproduction() -> Reproduction:
             Claim("H²SD outperforms RLVR (GRPO)", "pass@1", "h2sd", "grpo", "higher"),
             Claim("H²SD outperforms OPSD", "pass@1", "h2sd", "opsd", "higher"),
             Claim("H²SD outperforms RLSD", "pass@1", "h2sd", "rlsd", "higher"),
+            Claim(
+                "H²SD outperforms RLSD (our magnitude rule)",
+                "pass@1",
+                "h2sd",
+                "rlsd_magnitude",
+                "higher",
+            ),
         ),
         shrunk=shrunk(),
         common=COMMON,

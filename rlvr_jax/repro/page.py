@@ -60,6 +60,10 @@ def fmt_diff(d: Difference, metric: Metric) -> str:
     return f"{delta} ± {fmt_value(d.se, metric)}"
 
 
+def fmt_paired(d: Difference | None, metric) -> str:
+    return "–" if d is None else f"{fmt_diff(d, metric)} ({d.pairs})"
+
+
 def results_table(repro: Reproduction, results: list[RunResult]) -> str:
     """Arms × metrics: mean ± sd over finished seeds, and Δ to the baseline ± s.e."""
     summaries = arm_summaries(repro, results)
@@ -86,8 +90,11 @@ def results_table(repro: Reproduction, results: list[RunResult]) -> str:
 
 
 def claims_table(repro: Reproduction, claims: list[ClaimResult]) -> str:
-    head = "| claim | metric | comparison | paper | ours: Δ ± s.e. (relative) | verdict |"
-    lines = [head, "|---|---|---|---|---|---|"]
+    head = (
+        "| claim | metric | comparison | paper | ours: Δ ± s.e. (relative) "
+        "| paired Δ ± s.e. (seeds) | verdict |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|"]
     for c in claims:
         m = repro.metric(c.claim.metric)
         rel = "" if not math.isfinite(c.diff.relative) else f" ({100 * c.diff.relative:+.0f}%)"
@@ -105,7 +112,8 @@ def claims_table(repro: Reproduction, claims: list[ClaimResult]) -> str:
         }[c.claim.direction]
         lines.append(
             f"| {c.claim.text} | {m.name} | {comparison} | "
-            f"{c.claim.paper or '–'} | {fmt_diff(c.diff, m)}{rel} | **{c.verdict}** |"
+            f"{c.claim.paper or '–'} | {fmt_diff(c.diff, m)}{rel} | {fmt_paired(c.paired, m)} "
+            f"| **{c.verdict}** |"
         )
     return "\n".join(lines) + "\n"
 
@@ -330,6 +338,8 @@ def page_summary(repro: Reproduction, results: list[RunResult], seeds: list[int]
                 "direction": c.claim.direction,
                 "paper": c.claim.paper,
                 "delta": fmt_diff(c.diff, m),
+                "paired_delta": "" if c.paired is None else fmt_diff(c.paired, m),
+                "paired_seeds": 0 if c.paired is None else c.paired.pairs,
                 "arm_value": fmt_summary(c.arm, m),
                 "baseline_value": fmt_summary(c.baseline, m),
                 "n": [c.arm.n, c.baseline.n],

@@ -79,6 +79,21 @@ def arm_values(results: list[RunResult], arm: str, metric: str) -> list[float]:
     return [r.values.get(metric, math.nan) for r in results if r.run.arm.name == arm and r.done]
 
 
+def seed_values(results: list[RunResult], arm: str, metric: str) -> dict[int, float]:
+    """seed -> the finished run's value of `metric` in arm `arm`."""
+    return {
+        r.run.seed: r.values.get(metric, math.nan)
+        for r in results
+        if r.run.arm.name == arm and r.done
+    }
+
+
+def paired_difference(results: list[RunResult], arm: str, base: str, metric: str):
+    """The paired-by-seed Difference of `arm` − `base` (None with < 2 common seeds)."""
+    a, b = seed_values(results, arm, metric), seed_values(results, base, metric)
+    return Difference.paired([(a[s], b[s]) for s in sorted(set(a) & set(b))])
+
+
 def arm_summaries(repro: Reproduction, results: list[RunResult]) -> dict[str, dict[str, Summary]]:
     """arm -> metric -> Summary over the arm's finished seeds."""
     return {
@@ -94,6 +109,7 @@ class ClaimResult:
     baseline: Summary
     diff: Difference
     verdict: str
+    paired: Difference | None = None  # by seed, when ≥ 2 seeds are common (the verdict's)
 
 
 def mixed_weights(results: list[RunResult], arms: tuple[str, ...]) -> bool:
@@ -118,8 +134,9 @@ def claim_results(repro: Reproduction, results: list[RunResult]) -> list[ClaimRe
         a = Summary.of(arm_values(results, c.arm, c.metric))
         b = Summary.of(arm_values(results, c.baseline, c.metric))
         d = Difference.of(a, b)
-        v = verdict(d, c.direction, c.bound(b.mean))
+        p = paired_difference(results, c.arm, c.baseline, c.metric)
+        v = verdict(p or d, c.direction, c.bound(b.mean))
         if mixed_weights(results, (c.arm, c.baseline)):
             v = MIXED_WEIGHTS
-        out.append(ClaimResult(c, a, b, d, v))
+        out.append(ClaimResult(c, a, b, d, v, p))
     return out

@@ -9,6 +9,13 @@ The verdict rule (stated on every page):
   opposite       the other direction and |Δ| > 2 s.e.;
   no verdict     fewer than 2 finished seeds with a value in either arm.
 
+Arms run with the same seed share the prompt order and the sampling keys, so
+their runs are paired by seed. Where both arms finished at least 2 common seeds,
+the paired difference is reported beside the unpaired one and the verdict uses it:
+Δ_paired = mean over common seeds s of (arm_s − baseline_s), s.e. = sd(arm_s −
+baseline_s) / √n (sample sd). It estimates the same mean difference (on the
+common seeds) and its s.e. needs no assumption that the arms are independent.
+
 A claim that two arms are equivalent ("within" a margin m, e.g. "differ by at most
 1.4 points"): reproduces when |Δ| + 2 s.e. ≤ m (the ±2 s.e. interval lies inside
 ±m); opposite when |Δ| − 2 s.e. > m (it lies outside); not resolved otherwise.
@@ -31,7 +38,10 @@ MIXED_WEIGHTS = "no verdict (the two arms' runs started from different warm-star
 VERDICTS = (REPRODUCES, NOT_RESOLVED, OPPOSITE, NO_VERDICT, MIXED_WEIGHTS)
 RULE = (
     "Δ = mean(method) − mean(baseline) over each arm's finished seeds; s.e. = "
-    "√(sd_m²/n_m + sd_b²/n_b) (sample sd). **reproduces**: the paper's direction and "
+    "√(sd_m²/n_m + sd_b²/n_b) (sample sd). Paired (runs of one seed share prompts and "
+    "sampling keys): Δ_p = mean over the seeds both arms finished of (method_s − "
+    "baseline_s), s.e._p = sd(method_s − baseline_s)/√n; the verdict uses Δ_p and s.e._p "
+    "when n ≥ 2 seeds are common, else Δ and s.e. **reproduces**: the paper's direction and "
     "|Δ| > 2 s.e.; **not resolved at this scale**: |Δ| ≤ 2 s.e.; **opposite**: the other "
     "direction and |Δ| > 2 s.e.; no verdict with fewer than 2 finished seeds in an arm, "
     "or when the two arms' runs started from different weights of a warm start. "
@@ -65,6 +75,7 @@ class Difference:
     delta: float
     se: float
     relative: float  # Δ / |mean(baseline)| (NaN when the baseline mean is 0)
+    pairs: int = 0  # the number of seeds paired (0: an unpaired difference)
 
     @classmethod
     def of(cls, arm: Summary, base: Summary) -> Difference:
@@ -73,8 +84,23 @@ class Difference:
             se = math.nan
         else:
             se = math.sqrt(arm.sd**2 / arm.n + base.sd**2 / base.n)
-        rel = delta / abs(base.mean) if base.mean and math.isfinite(base.mean) else math.nan
-        return cls(delta, se, rel)
+        return cls(delta, se, _relative(delta, base.mean))
+
+    @classmethod
+    def paired(cls, pairs) -> Difference | None:
+        """Δ and s.e. of (arm, baseline) values paired by seed; None with < 2 finite pairs."""
+        p = np.asarray(
+            [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b)], np.float64
+        ).reshape(-1, 2)
+        if len(p) < 2:
+            return None
+        d = p[:, 0] - p[:, 1]
+        se = float(d.std(ddof=1) / math.sqrt(len(d)))
+        return cls(float(d.mean()), se, _relative(float(d.mean()), float(p[:, 1].mean())), len(d))
+
+
+def _relative(delta: float, base_mean: float) -> float:
+    return delta / abs(base_mean) if base_mean and math.isfinite(base_mean) else math.nan
 
 
 def verdict(diff: Difference, direction: str, margin: float = 0.0) -> str:

@@ -48,7 +48,12 @@ def rows(docs: Path, experiments: Path = EXPERIMENTS) -> list[dict]:
                 result=(
                     f"{head['metric']}: {head['arm']} {head['arm_value']} vs {head['baseline']} "
                     f"{head['baseline_value']}, Δ {head['delta']} "
-                    f"(n = {head['n'][0]}/{head['n'][1]} seeds)"
+                    f"(n = {head['n'][0]}/{head['n'][1]} seeds"
+                    + (
+                        f"; paired Δ {head['paired_delta']}, {head['paired_seeds']} seeds)"
+                        if head.get("paired_delta")
+                        else ")"
+                    )
                     + "".join(
                         f"; {c['metric']} {c['arm']} vs {c['baseline']}: {c['verdict']}"
                         for c in s["claims"][1:]

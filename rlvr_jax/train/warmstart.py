@@ -48,6 +48,7 @@ from rlvr_jax.locking import FileLock, pid_alive
 from rlvr_jax.models import ModelConfig, init_model, load_pretrained, save_pretrained
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.tokenizers import Tokenizer
+from rlvr_jax.train import warmstart_shipped
 from rlvr_jax.train.evaluate import evaluate_task
 from rlvr_jax.train.judge import evaluate_judge
 from rlvr_jax.train.multiturn import episode_example, evaluate_episodes
@@ -105,6 +106,9 @@ def train_warm_start(
 ) -> dict[str, Any]:
     """Trains (or reuses) the model of `spec`, evaluates it and saves it in the cache.
 
+    A model missing from the cache but shipped in the repository
+    (`warmstart_shipped`) is installed from there instead of trained, unless `force`.
+
     Args:
       spec: what to train.
       tokenizer: default `default_tokenizer()`.
@@ -130,7 +134,10 @@ def train_warm_start(
             log.info("warm start %s/%s: reusing %s", spec.domain, spec.role, path)
             return json.loads((path / _INFO_FILE).read_text())
         _remove_stale_tmp(path)
-        info = _train_and_save(spec, tokenizer, path, eval_problems, eval_samples)
+        if not force and warmstart_shipped.install(path):
+            info = json.loads((path / _INFO_FILE).read_text())
+        else:
+            info = _train_and_save(spec, tokenizer, path, eval_problems, eval_samples)
         # Safe to unlink while held: a waiter that gets the old file finds the model done.
         lock.path.unlink(missing_ok=True)
         return info
@@ -251,7 +258,8 @@ def load_warm_start(
       domain, role: a key of `SPECS`.
       tokenizer: default `default_tokenizer()`; part of the cache key.
       cache_dir: default ~/.cache/rlvr_jax/warmstart.
-      train_if_missing: else raise FileNotFoundError when the cache lacks the model.
+      train_if_missing: else raise FileNotFoundError when the cache lacks the model
+        and none is shipped (a shipped one is installed either way).
     Returns:
       WarmStart(model, config, tokenizer (loaded from the model directory), path, info).
     """
@@ -259,7 +267,7 @@ def load_warm_start(
     tokenizer = tokenizer or default_tokenizer()
     path = model_dir(spec, tokenizer, cache_dir)
     if not (path / _INFO_FILE).is_file():
-        if not train_if_missing:
+        if not train_if_missing and not warmstart_shipped.shipped(path.name):
             raise FileNotFoundError(
                 f"no warm-start model at {path}; run scripts/make_base_models.py"
             )

@@ -29,6 +29,23 @@ def test_summary_and_difference_by_hand():
     assert d.relative == pytest.approx(0.11 / 0.31)
 
 
+def test_paired_difference_by_hand_and_when_pairing_resolves_what_unpairing_cannot():
+    """Seeds move both arms together (.30/.35/.40 + .02): unpaired s.e. ≈ 2.9 points hides a
+    Δ of 2 points that every seed shows (paired differences .02, .01, .03: s.e. 0.58)."""
+    base, arm = [0.30, 0.35, 0.40], [0.32, 0.36, 0.43]
+    d = Difference.paired(zip(arm, base))
+    assert d.pairs == 3 and d.delta == pytest.approx(0.02)
+    assert d.se == pytest.approx(0.01 / math.sqrt(3))  # sd(.02, .01, .03) = .01
+    assert d.relative == pytest.approx(0.02 / 0.35)
+    unpaired = Difference.of(Summary.of(arm), Summary.of(base))
+    assert unpaired.delta == pytest.approx(d.delta)
+    assert verdict(unpaired, "higher") == NOT_RESOLVED
+    assert verdict(d, "higher") == REPRODUCES
+    # NaN pairs drop out; fewer than 2 pairs is no paired difference.
+    assert Difference.paired([(0.5, 0.4), (math.nan, 0.3), (0.6, math.nan)]) is None
+    assert Difference.paired([(0.5, 0.4), (0.7, 0.5)]).pairs == 2
+
+
 @pytest.mark.parametrize(
     "arm, base, direction, expected",
     [

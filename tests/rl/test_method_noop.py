@@ -372,18 +372,28 @@ def h2sd_reduces():
 
 
 def rlsd_differs():
-    # RLSD modulates magnitudes on every row: correct row 0 as H²SD's success side
-    # ((2, 1, 1, 1, .5) / 1.1); wrong row 1 (d = .2, −.4, .1, 0) gets A·exp(d)/mean
-    # instead of H²SD's A + d; signs never change.
+    # RLSD's reference rule (rule "reference", the default): w_t = 1 + λ(clip(exp(sign(A)·d_t), .8, 1.2) − 1),
+    # λ = .5. Correct row 0 (A > 0): d = (ln 3, 0, 0, 0, ln .25) → (1.1, 1, 1, 1, .9).
+    # Wrong row 1 (A < 0): d = (.2, −.4, .1, 0) → exp(−d) = (.819, 1.492, .905, 1): the
+    # token the teacher finds unlikely (d = −.4) takes MORE of the penalty (w = 1.1), where
+    # the magnitude rule gave it less. Signs never change.
     d = np.zeros((B, T))
     d[0] = [math.log(3), 0, 0, 0, math.log(0.25)]
     d[1, :4] = [0.2, -0.4, 0.1, 0.0]
-    a, out = transform("rlsd", with_d(d, key="hint_logps_BxT"))
+    b = with_d(d, key="hint_logps_BxT")
+    a, out = transform("rlsd", b)  # the default rule
+    np.testing.assert_allclose(out[0], A0 * np.array([1.1, 1, 1, 1, 0.9]), rtol=1e-5)
+    w1 = 1 + 0.5 * (np.clip(np.exp(-d[1, :4]), 0.8, 1.2) - 1)
+    np.testing.assert_allclose(w1, [0.909365, 1.1, 0.952419, 1.0], rtol=1e-5)
+    np.testing.assert_allclose(out[1, :4], -A0 * w1, rtol=1e-5)
+    np.testing.assert_allclose(out[2:], a[2:], **TOL)  # d = 0: w = 1
+    assert (np.sign(out) == np.sign(a)).all()
+    # Our magnitude rule (an option): exp(d) whatever the sign, renormalised.
+    a, out = transform("rlsd", b, rule="magnitude")
     np.testing.assert_allclose(out[0], A0 * np.array([2, 1, 1, 1, 0.5]) / 1.1, rtol=1e-5)
     w = np.exp(d[1, :4])
     np.testing.assert_allclose(out[1, :4], -A0 * w / w.mean(), rtol=1e-5)
-    np.testing.assert_allclose(out[2:], a[2:], **TOL)
-    assert (np.sign(out) == np.sign(a)).all()
+    assert out[1, 1] > -A0 > out[1, 0]  # d = −.4 gets less of the penalty, d = .2 more
 
 
 def rlsd_reduces():

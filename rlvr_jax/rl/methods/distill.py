@@ -39,9 +39,11 @@ from rlvr_jax.core import cpo as cpo_lib
 from rlvr_jax.core import h2sd as h2sd_lib
 from rlvr_jax.core import opd
 from rlvr_jax.core import opsa as opsa_lib
+from rlvr_jax.core import rlsd as rlsd_lib
 from rlvr_jax.core import rstg as rstg_lib
 from rlvr_jax.core import saf_opd as saf_lib
 from rlvr_jax.models import vocab
+from rlvr_jax.registry import in_range, one_of
 from rlvr_jax.rl import objectives
 from rlvr_jax.rl.credit import TRANSFORMS
 
@@ -141,17 +143,46 @@ def h2sd(adv_BxT, batch, **hp):
     )
 
 
-@TRANSFORMS.register("rlsd", requires=(HINT,), low=0.5, high=2.0, renorm=True)
-def rlsd(adv_BxT, batch, *, low, high, renorm):
-    """RLSD: A'_t = A_t·m_t on every row, m_t = clip(exp(ℓ^H − ℓ^S), a, b) (magnitude only).
+RLSD_RULES = ("reference", "magnitude")
 
-    H²SD's success-side modulation (`h2sd.success_modulation`) applied to correct
-    and wrong rows alike, with no reverse-KL term: H²SD's comparison row.
+
+def _check_rlsd(c) -> None:
+    o = c.credit.rlsd
+    one_of("credit.rlsd.rule", o.rule, RLSD_RULES)
+    in_range("credit.rlsd", o, "eps", 0.0, 1.0, lo_open=True)
+    in_range("credit.rlsd", o, "lam", 0.0, 1.0)
+
+
+@TRANSFORMS.register(
+    "rlsd",
+    requires=(HINT,),
+    check=_check_rlsd,
+    rule="reference",
+    eps=0.2,
+    lam=0.5,
+    low=0.5,
+    high=2.0,
+    renorm=True,
+)
+def rlsd(adv_BxT, batch, *, rule, eps, lam, low, high, renorm):
+    """RLSD: A'_t = A_t·w_t on every row; the self-teacher sets magnitudes, the reward signs.
+
+    rule "reference" (RLSD's): w_t = 1 + λ·(clip(exp(sign(A_t)·(ℓ^H − ℓ^S)), 1 − ε,
+    1 + ε) − 1) (`core.rlsd`; ε, λ = eps, lam): on failed rows the tokens the teacher
+    finds unlikely take more of the penalty (the default). rule "magnitude" (ours, an
+    option; the h2sd page's first RLSD arm): m_t = clip(exp(ℓ^H − ℓ^S), a, b)
+    whatever the sign, renormalised to row mean 1 (H²SD's success-side modulation,
+    `h2sd.success_modulation`; a, b = low, high).
     """
-    m = h2sd_lib.success_modulation(
-        batch[HINT], batch["old_logps_BxT"], batch["mask_BxT"], low=low, high=high, renorm=renorm
-    )
-    return jnp.where(jnp.asarray(batch["mask_BxT"], bool), adv_BxT * m, 0.0)
+    mask = batch["mask_BxT"]
+    if rule == "reference":
+        student = batch["old_logps_BxT"]
+        w = rlsd_lib.rlsd_weights(batch[HINT], student, adv_BxT, mask, eps=eps, lam=lam)
+    else:
+        w = h2sd_lib.success_modulation(
+            batch[HINT], batch["old_logps_BxT"], mask, low=low, high=high, renorm=renorm
+        )
+    return jnp.where(jnp.asarray(mask, bool), adv_BxT * w, 0.0)
 
 
 @TRANSFORMS.register("cpo", requires=(HINT,), beta=1.0, lam_correct=0.1, lam_wrong=0.1, tau=1.0)
