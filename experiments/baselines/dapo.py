@@ -35,6 +35,7 @@ Planned (docs/tpu_pods.md, 2026-12-04): fits a v5p chip, 27 % headroom: train st
 per-row work; with the KV cache alone it planned 80.8 GiB, 9 calls of 928 rows).
 """
 
+from rlvr_jax.rl import recipes
 from rlvr_jax.rl.config import apply_variant, default_config
 
 PAPER = dict(
@@ -47,14 +48,7 @@ def get_config(variant: str = ""):
     c = default_config()
     c.credit.name = "grpo"
     c.loss.name = "ppo_clip"
-    c.loss.ppo_clip.eps_low = 0.2  # ε_low
-    c.loss.ppo_clip.eps_high = 0.28  # ε_high (clip-higher)
-    c.loss.aggregation = "token-mean"
-    c.select.name = "dynamic_sampling"
-    c.select.dynamic_sampling.keep = "verdict"  # 0 < #correct < G (DAPO)
-    c.select.max_rounds = 10  # cap on resampling rounds (ours; the paper samples until full)
-    c.reward.overlong_cache = 16  # L_cache
-    c.reward.overlong_penalty = 1.0
+    recipes.dapo(c, c.loss.ppo_clip)  # the recipe above (LSPO on DAPO shares it)
     apply_variant(c, variant, paper=PAPER)
     if variant == "paper":
         c.reward.overlong_cache = 4096  # paper: L_cache

@@ -21,8 +21,17 @@ Logged per step: cliff groups (rollout/cliff_groups), groups rescued by the
 scaffold (rollout/scaffold_groups), the spliced rows' weights
 (is_weight@scaffold, is_truncated@scaffold).
 
+Recipe: by default LSPO wraps GRPO's update (compare it with GRPO); `:dapo` (also
+`:dapo,arithmetic`, ...) puts it on DAPO's recipe as the paper does (`rl.recipes.dapo`:
+clip-higher ε_high = 0.28 on LSPO's clip, token-mean, dynamic sampling by verdict, the
+soft overlong penalty; compare it with DAPO). With dynamic sampling, a cliff group the
+scaffold rescues is mixed and kept; one it does not is dropped and refilled.
+The adapter's re-rolls are counted in the step's rollouts and tokens
+(select/off_batch_rollouts, select/off_batch_tokens), so a budget compares like for like.
+
 Command: python -m rlvr_jax.main --config=experiments/lspo/lspo.py --workdir=runs/lspo
-Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps). Single process only.
+Variants: `:grpo` (= ""), `:dapo`, `:arithmetic`, `:pulse` (tiny random model, 2 steps).
+Single process only.
 Runtime: not measured (grpo.py's plus the adapter fit and re-rolls on steps with cliffs).
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): DeepSeek-R1-Distill-Qwen-1.5B on
@@ -35,14 +44,19 @@ Multi-host: every host fits the same adapter on all hosts' cliff prompts
 (rlvr_jax/rollout/scaffold.py; docs/tpu_pods.md).
 """
 
-from rlvr_jax.rl.config import apply_variant, default_config
+from rlvr_jax.rl import recipes
+from rlvr_jax.rl.config import apply_variant, default_config, split_arm
 
 PAPER = dict(
     model="deepseek-r1-distill-qwen-1.5b",  # paper: DeepSeek-R1-Distill-Qwen-1.5B
 )
 
 
+ARMS = ("grpo", "dapo")  # the recipe LSPO wraps: GRPO's update (ours), or DAPO's (the paper's)
+
+
 def get_config(variant: str = ""):
+    recipe, variant = split_arm(variant, ARMS)
     c = default_config()
     c.rollout.name = "lora_scaffold"
     s = c.rollout.lora_scaffold
@@ -61,6 +75,8 @@ def get_config(variant: str = ""):
     c.loss.lspo.eps_low = 0.2  # ε
     c.loss.lspo.eps_high = 0.2
     c.data.group_size = 8  # G
+    if recipe == "dapo":  # clip-higher on LSPO's clip, token-mean, dynamic sampling, overlong
+        recipes.dapo(c, c.loss.lspo)
     apply_variant(c, variant, paper=PAPER)
     if variant == "paper":
         c.task.train_size = 103_000  # paper: DeepMath-103K

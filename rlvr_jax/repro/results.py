@@ -14,7 +14,14 @@ from rlvr_jax.repro import pipelines
 from rlvr_jax.repro.records import manifest_weights
 from rlvr_jax.repro.runs import DONE, Run
 from rlvr_jax.repro.spec import Claim, Reproduction
-from rlvr_jax.repro.stats import MIXED_WEIGHTS, Difference, Summary, verdict
+from rlvr_jax.repro.stats import (
+    MIXED_WEIGHTS,
+    NO_VERDICT,
+    NOT_EXERCISED,
+    Difference,
+    Summary,
+    verdict,
+)
 from rlvr_jax.run.metrics_file import read_metrics
 
 # Curves every page plots: (split, key, title); split "cost" is the eval value against the
@@ -138,5 +145,10 @@ def claim_results(repro: Reproduction, results: list[RunResult]) -> list[ClaimRe
         v = verdict(p or d, c.direction, c.bound(b.mean))
         if mixed_weights(results, (c.arm, c.baseline)):
             v = MIXED_WEIGHTS
+        elif c.exercised and v != NO_VERDICT:
+            pre = Summary.of(arm_values(results, c.arm, c.exercised))
+            if not pre.mean > 0:  # NaN (not logged) counts as not exercised too
+                value = repro.metric(c.exercised).fmt.format(pre.mean * repro.metric(c.exercised).scale)
+                v = f"{NOT_EXERCISED} ({c.exercised} = {value} in {c.arm})"
         out.append(ClaimResult(c, a, b, d, v, p))
     return out

@@ -135,6 +135,10 @@ class Claim:
       margin: a "within" / "at_most" claim's bound, in the metric's unscaled units,
         or as a fraction of the baseline's mean with `relative`.
       relative: the margin is a fraction of |mean(baseline)| (0.09 = 9%).
+      exercised: a metric of the reproduction that counts the method's precondition
+        in the arm's runs (groups rescued, guided rows that passed, switches fired);
+        when its mean over the arm's finished seeds is not > 0 the verdict is
+        "setup did not exercise the method" with the logged value ("" = no check).
     """
 
     text: str
@@ -145,6 +149,7 @@ class Claim:
     paper: str = ""
     margin: float = 0.0
     relative: bool = False
+    exercised: str = ""
 
     def __post_init__(self):
         if self.direction not in DIRECTIONS:
@@ -212,10 +217,12 @@ class Reproduction:
             for arm in (c.arm, c.baseline):
                 if arm not in names:
                     raise ValueError(f"{where}: claim names arm {arm!r}; arms: {names}")
-            if c.metric not in metric_names:
-                raise ValueError(
-                    f"{where}: claim names metric {c.metric!r}; metrics: {metric_names}"
-                )
+            for field, metric in (("metric", c.metric), ("exercised", c.exercised)):
+                if metric and metric not in metric_names:
+                    raise ValueError(
+                        f"{where}: claim {c.text[:40]!r} {field} names metric {metric!r}; "
+                        f"metrics: {metric_names}"
+                    )
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)

@@ -35,7 +35,8 @@ NOT_RESOLVED = "not resolved at this scale"
 OPPOSITE = "opposite"
 NO_VERDICT = "no verdict (fewer than 2 finished seeds per arm)"
 MIXED_WEIGHTS = "no verdict (the two arms' runs started from different warm-start weights)"
-VERDICTS = (REPRODUCES, NOT_RESOLVED, OPPOSITE, NO_VERDICT, MIXED_WEIGHTS)
+NOT_EXERCISED = "setup did not exercise the method"
+VERDICTS = (REPRODUCES, NOT_RESOLVED, OPPOSITE, NO_VERDICT, MIXED_WEIGHTS, NOT_EXERCISED)
 RULE = (
     "Δ = mean(method) − mean(baseline) over each arm's finished seeds; s.e. = "
     "√(sd_m²/n_m + sd_b²/n_b) (sample sd). Paired (runs of one seed share prompts and "
@@ -48,7 +49,9 @@ RULE = (
     "A claim that two arms differ by at most m: **reproduces** when |Δ| + 2 s.e. ≤ m, "
     "**opposite** when |Δ| − 2 s.e. > m, else not resolved; a claim that the method costs "
     "at most m more (m may be a share of the baseline's mean): **reproduces** when "
-    "Δ + 2 s.e. ≤ m, **opposite** when Δ − 2 s.e. > m."
+    "Δ + 2 s.e. ≤ m, **opposite** when Δ − 2 s.e. > m. A claim whose method's precondition "
+    "never occurred in its runs (the logged count it names has mean 0) is **setup did not "
+    "exercise the method**, whatever Δ."
 )
 
 

@@ -97,6 +97,7 @@ def counts_line(c: Counter) -> str:
         stats.OPPOSITE,
         stats.NO_VERDICT,
         stats.MIXED_WEIGHTS,
+        stats.NOT_EXERCISED,
         NOT_RUN,
         MANUAL,
         NOT_BUILT,

@@ -54,6 +54,9 @@ class Groups:
       reasons: R verifier reasons; problems: P problems.
       info: per-row [R] arrays a rollout plug-in reports (e.g. turns per episode);
         they become batch fields of the same name.
+      off_batch: (rollouts, response tokens) a rollout plug-in generated for these
+        groups that are not rows of them (LSPO's adapter re-rolls that were not
+        spliced in); the select stage adds them to the step's budget counts.
     """
 
     tokens: np.ndarray
@@ -70,6 +73,7 @@ class Groups:
     reasons: list[str]
     problems: list[Problem]
     info: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    off_batch: tuple[int, int] = (0, 0)
 
     @property
     def num_groups(self) -> int:

@@ -21,6 +21,8 @@ every step and its weights never reach the trainer's state. Ours: rank 8,
 alpha 16, 8 steps at lr 1e-3, rerolls = G, max_splice = G/2 (so a rescued
 group stays mixed). Rows report `cliff_B` and `scaffold_B` (spliced); the
 trainer logs `rollout/cliff_groups` and `rollout/scaffold_groups` (rescued).
+Every re-roll is reported as generated off the batch (`Groups.off_batch`), so the
+step's `select/rollouts` and `select/tokens` count it (the budget of a comparison).
 Multi-process: which groups are cliffs differs per host, and fitting and
 sampling are collectives over the policy's mesh, so every process fits the same
 adapter (the same seed, on the cliff problems of all processes, gathered in
@@ -208,5 +210,8 @@ def lora_scaffold(ctx: RolloutContext, *, rank, alpha, steps, lr, rerolls, max_s
                 rows[slot] = dict(rerolled.row(win), info={})
                 spliced[slot] = True
         groups = stack_rows(rows, groups.group, groups.valid, groups.problems)
+        # Every re-roll was generated for this step: the budget counts them, spliced or not
+        # (the spliced ones replaced rows that were generated too).
+        groups.off_batch = (len(rerolled.group), int(rerolled.lengths.sum()))
     groups.info = {"cliff_B": cliff[groups.group], "scaffold_B": spliced}
     return groups

@@ -80,6 +80,8 @@ COUNT_STATS = (
     "select/effective_groups",
     "select/selected_groups",
     "select/sampled_prompts",
+    "select/off_batch_rollouts",
+    "select/off_batch_tokens",
 )
 
 
@@ -176,10 +178,13 @@ class Select:
         rows: dict[int, dict] = {}  # rollout id -> its row (Groups.row) and sampled tokens
         index, n = jax.process_index(), self.processes
 
+        off_batch = np.zeros(2, np.float64)  # this process's rollouts, tokens off the rows
+
         def sample(plan) -> Outcomes:
             part = select_hosts.host_part(plan, index, n) if self.shared else plan
             request = self._request(part, rows, budget_of=plan)
             groups = rollout(request, jax.random.fold_in(key, plan.round))
+            off_batch[:] += groups.off_batch
             local = self._outcomes(part, groups, rows)
             return select_hosts.share_round(part, local, rows) if self.shared else local
 
@@ -203,6 +208,10 @@ class Select:
             for k in sel.stats:
                 if f"select/{k}" in COUNT_STATS:
                     stats[f"select/{k}"] /= n
+        # Generated off the rows (LSPO's re-rolls): counted where this process generated them.
+        stats["select/off_batch_rollouts"], stats["select/off_batch_tokens"] = map(float, off_batch)
+        stats["select/rollouts"] += off_batch[0]
+        stats["select/tokens"] += off_batch[1]
         stats.update(refreshed)
         if self.stream is not None:
             self.stream.problems.clear()

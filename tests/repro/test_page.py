@@ -280,3 +280,26 @@ def test_a_claim_whose_arms_started_from_different_warm_start_weights_gets_no_ve
     results[0].run.manifest["attempts"][-1]["warm_starts"] = {"countdown-base": "bbb"}
     on("m", "aaa")  # one baseline seed on another base is enough to refuse
     assert claim_results(REPRO, results)[0].verdict == MIXED_WEIGHTS
+
+
+def test_a_claim_whose_precondition_never_occurred_is_not_exercised():
+    """m's runs logged 0 of the quantity its claim needs: no "reproduces", whatever Δ."""
+    from rlvr_jax.repro.metrics import ROLLOUTS as R
+    from rlvr_jax.repro.results import claim_results
+
+    zero = _results(
+        {
+            ("base", 0): (0.30, 100, "done"),
+            ("base", 1): (0.32, 120, "done"),
+            ("m", 0): (0.40, 0, "done"),
+            ("m", 1): (0.42, 0, "done"),
+        }
+    )
+    claim = Claim("m is better", "pass@1", "m", "base", "higher", exercised=R.name)
+    repro = dataclasses.replace(REPRO, claims=(claim,))
+    (c,) = claim_results(repro, zero)
+    assert c.verdict == "setup did not exercise the method (rollouts = 0 in m)"
+    (c,) = claim_results(repro, RESULTS)  # m logged 100 and 130 rollouts: exercised
+    assert c.verdict == "reproduces"
+    with pytest.raises(ValueError, match="exercised names metric 'nope'"):
+        dataclasses.replace(REPRO, claims=(dataclasses.replace(claim, exercised="nope"),))

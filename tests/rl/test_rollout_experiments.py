@@ -156,6 +156,14 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(
         assert any(abs(x.get("is_weight@scaffold", 1.0) - 1) > 1e-4 for x in train)
         assert not lora.has_lora(trainer.parts.model)
         assert not lora.has_lora(trainer.parts.sampler.model)
+        # Every re-roll is generated work: the budget counts it (G re-rolls per cliff
+        # group), on top of the batch's B·G rows.
+        bg = c.data.prompts_per_step * c.data.group_size
+        for x, g in zip(train, rollouts, strict=True):
+            assert x["select/off_batch_rollouts"] == x["rollout/cliff_groups"] * c.data.group_size
+            assert x["select/off_batch_rollouts"] == g.off_batch[0] > 0 and g.off_batch[1] > 0
+            assert x["select/rollouts"] == bg + x["select/off_batch_rollouts"]
+            assert x["select/off_batch_tokens"] == g.off_batch[1]
     if rollout == "branching":  # real branches on every root, CBV logged, tree credit used
         assert all(x["rollout/branches_per_root"] > 1 for x in train)
         assert all(x["rollout/branched"] == 0.75 for x in train)  # 6 of G = 8 rows
