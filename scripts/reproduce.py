@@ -34,6 +34,9 @@ def main() -> None:
     p.add_argument("--docs", default=str(DOCS), help="directory of the pages")
     p.add_argument("--records", default="", help="run records (default: <docs>/records)")
     p.add_argument("--all", action="store_true", help="rewrite docs/reproductions.md")
+    p.add_argument(
+        "--arms", default="", help="comma-separated arms to train (others only tabulated)"
+    )
     args = p.parse_args()
     if not args.slugs and not args.all:
         p.error("name a reproduction or pass --all")
@@ -49,6 +52,7 @@ def main() -> None:
             retry_crashed=args.retry_crashed,
             docs=Path(args.docs),
             records=Path(args.records) if args.records else None,
+            arms=tuple(a for a in args.arms.split(",") if a),
         )
         print(f"wrote {page}")
     if args.all:

@@ -20,8 +20,17 @@ Logged per step: the guided rows' weight mean and truncated share
 (is_weight@guided, is_truncated@guided), their reward and pass rate against the
 unguided rows (rollout/guided_reward, rollout/not_guided_reward, ...).
 
+Arm `:cliff` (the paper's setting, issue 31): guidance only where the model is at
+its learning cliff. Every row is sampled unguided first; a group with no correct
+row has its first half re-sampled guided (rollout.guided.only_cliffs), on the
+privileged-context view the base was trained with (role "privileged": SFT saw
+"{prompt}\nReference solution:\n{solution}"), shown the first half of the
+solution's lines and never its answer line (answer_free). On those groups the
+unguided pass rate is 0, so rollout/guided_pass_rate is what guidance rescued.
+
 Command: python -m rlvr_jax.main --config=experiments/oc_grpo/oc_grpo.py --workdir=runs/oc_grpo
-Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps).
+Variants: `:half` (= ""), `:cliff`, `:arithmetic`, `:pulse` (tiny random model, 2 steps),
+combined as `:cliff,pulse`.
 Runtime: not measured (a grpo.py run plus one old-log-prob forward per step).
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
@@ -31,12 +40,17 @@ Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
-from rlvr_jax.rl.config import apply_variant, default_config
+from rlvr_jax.rl.config import apply_variant, default_config, split_arm
 
 PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
 
+ARMS = ("half", "cliff")  # half of every group guided (ours); only cliff groups (the paper)
+CLIFF_VIEW = "{prompt}\nReference solution:\n{solution_prefix}"  # the privileged SFT wording
+
+
 def get_config(variant: str = ""):
+    arm, variant = split_arm(variant, ARMS)
     c = default_config()
     c.rollout.name = "guided"
     c.rollout.guided.fraction = 0.5  # guided share of each group (ours)
@@ -50,4 +64,8 @@ def get_config(variant: str = ""):
     c.loss.oc_grpo.eps_low = 0.2  # ε
     c.loss.oc_grpo.eps_high = 0.2
     c.data.group_size = 8  # G
-    return apply_variant(c, variant, paper=PAPER)
+    if arm == "cliff":
+        c.rollout.guided.only_cliffs = True  # guide all-fail groups only, after a plain pass
+        c.rollout.guided.answer_free = True  # never the solution's last (answer) line
+        c.rollout.guided.template = CLIFF_VIEW
+    return apply_variant(c, variant, paper=PAPER, self_teacher=arm == "cliff")

@@ -5,12 +5,26 @@
 OC-GRPO: half of every group sampled with a reference-solution prefix in the
 prompt, trained on the unguided prompt with the truncated weight
 w = clip(π_old / μ, 0, 2) (experiments/oc_grpo/oc_grpo.py).
+
+oc_grpo@cliff is the setting the paper describes (issue 31): guidance only on groups
+whose unguided rollouts all fail, a prefix without the answer line, on the privileged
+base (its SFT saw the reference-solution view), against GRPO on that base:
+
+  python scripts/reproduce.py oc_grpo --seeds 0,1,2 --arms oc_grpo@cliff,grpo@privileged
 """
 
 import dataclasses
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO, GRPO_ARITHMETIC, TUNING, as_role, shrunk
+from rlvr_jax.repro.miniature import (
+    COMMON,
+    GRPO,
+    GRPO_ARITHMETIC,
+    GRPO_PRIVILEGED,
+    TUNING,
+    as_role,
+    shrunk,
+)
 
 WEIGHT = Metric(
     "w guided",
@@ -37,6 +51,19 @@ GUIDED_PASS = Metric(
 )
 
 
+CLIFFS = Metric(
+    "cliff groups",
+    "rollout/cliff_groups",
+    reduce="sum",
+    fmt="{:.0f}",
+    doc="groups whose unguided rollouts all failed, over the run (oc_grpo@cliff)",
+)
+ROLLOUTS_ALL = Metric(
+    "rollouts", "rollouts", reduce="rollouts", fmt="{:.0f}", doc="rollouts generated in all "
+    "steps, the unguided rows the guided ones replaced included",
+)  # fmt: skip
+
+
 def get_reproduction() -> Reproduction:
     return Reproduction(
         slug="oc_grpo",
@@ -59,9 +86,20 @@ def get_reproduction() -> Reproduction:
             dataclasses.replace(
                 as_role(GRPO_ARITHMETIC, "baseline", "grpo@arith"), baseline="grpo@arith"
             ),
+            Arm(
+                "oc_grpo@cliff",
+                "oc_grpo/oc_grpo.py:cliff",
+                note="guidance only on all-fail groups (their first half re-sampled), the first "
+                "half of the solution's lines in the privileged SFT view, never the answer line",
+                baseline="grpo@privileged",
+            ),
+            dataclasses.replace(
+                as_role(GRPO_PRIVILEGED, "baseline", "grpo@privileged"),
+                baseline="grpo@privileged",
+            ),
         ),
         baseline="grpo",
-        metrics=(PASS_1, pass_at(8), WEIGHT, TRUNCATED, GUIDED_PASS),
+        metrics=(PASS_1, pass_at(8), WEIGHT, TRUNCATED, GUIDED_PASS, CLIFFS, ROLLOUTS_ALL),
         claims=(
             Claim(
                 "OC-GRPO improves over vanilla GRPO",
@@ -78,6 +116,15 @@ def get_reproduction() -> Reproduction:
                 "grpo@arith",
                 "higher",
                 paper="+3.9 points",
+            ),
+            Claim(
+                "OC-GRPO improves over vanilla GRPO (guidance at the learning cliff, privileged base)",
+                "pass@1",
+                "oc_grpo@cliff",
+                "grpo@privileged",
+                "higher",
+                paper="+3.9 points",
+                exercised="guided pass",
             ),
         ),
         shrunk=shrunk(extra="Math reasoning with 1.5B–7B models in the paper."),

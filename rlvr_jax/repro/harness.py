@@ -55,6 +55,7 @@ def reproduce(
     docs: Path = page_lib.DOCS,
     records: Path | None = None,
     plot: bool = True,
+    arms: tuple[str, ...] = (),
     echo=print,
 ) -> Path:
     """Runs (or reuses) every arm × seed of `repro` and writes its page.
@@ -72,6 +73,11 @@ def reproduce(
         default `<docs>/records`): a run missing under `root` is restored from its
         record, and every finished run's record is written.
       plot: also draw the curves.
+      arms: train only these arms' runs (default every arm); the others are
+        tabulated from what exists or their records (whatever warm starts are
+        cached here), so an arm is added to a page without retraining the rest
+        (each claim still gets no verdict when its two arms started from different
+        warm-start weights).
     Returns:
       The page's path.
     """
@@ -80,10 +86,18 @@ def reproduce(
     runs = runs_lib.plan(repro, seeds, Path(root))
     prefer = records_lib.preferred_weights(runs, records)
     restored = 0
+    unknown = sorted(set(arms) - {a.name for a in repro.arms})
+    if unknown:
+        raise ValueError(f"{repro.slug}: no arm {unknown}; arms: {[a.name for a in repro.arms]}")
+    trained = [r for r in runs if train and (not arms or r.arm.name in arms)]
     for r in runs:
         # Training: only records on the weights cached here (a base built by this
         # harness's first run is checked again before each later run, `prepare`).
-        outcome = records_lib.restore(r, records, prefer=prefer, require_cached=train)
+        # An arm left untrained (`arms`) is read from its records whatever is cached here.
+        kept = {} if arms and r not in trained else None
+        outcome = records_lib.restore(
+            r, records, kept, prefer=prefer, require_cached=r in trained
+        )
         restored += outcome in (records_lib.RESTORED, records_lib.KEPT)
         if outcome == records_lib.OTHER_WEIGHTS:
             echo(
@@ -107,12 +121,12 @@ def reproduce(
                 echo(f"  {run.arm.name} seed {run.seed}: restored from its record")
 
         runs_lib.execute_all(
-            runs, launch, prepare=prepare, retry_crashed=retry_crashed, how=how, echo=echo
+            trained, launch, prepare=prepare, retry_crashed=retry_crashed, how=how, echo=echo
         )
-        for r in runs:  # a run another harness held (skipped here) may have finished since
+        for r in trained:  # a run another harness held (skipped here) may have finished since
             r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
-    else:
-        for r in runs:  # a finished run whose manifest predates it still counts
+    for r in runs:
+        if r not in trained:  # a finished run whose manifest predates it still counts
             if r.status != runs_lib.DONE and runs_lib.is_complete(r):
                 r.manifest["status"] = runs_lib.DONE
     for r in runs:

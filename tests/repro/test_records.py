@@ -340,3 +340,23 @@ def test_records_under_an_old_key_are_moved_to_their_delta_key(tmp_path):
     assert rec["manifest"]["command"] == f"x --workdir=/r/runs/{new}"
     assert rec["metrics"] == [{"step": 0, "split": "eval"}]
     assert records_lib.rekey(tmp_path, echo=lambda *_: None) == []  # settled
+
+
+def test_training_named_arms_tabulates_the_others_from_their_records(tmp_path, monkeypatch, fake):
+    """`arms=`: only the named arm trains; the other arm is restored from its records even
+    when this machine's cache holds other weights (it is not retrained)."""
+    from rlvr_jax.repro import reproduce
+
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0, 1])
+    shutil.rmtree(tmp_path / "root")  # a new machine ...
+    monkeypatch.setattr(runs_lib, "warm_start_digests", lambda config: {"w": "other"})
+    for f in (tmp_path / "docs" / "records").iterdir():  # ... whose base differs
+        _set_weights(f, {"w": "recorded"})
+    fake.calls.clear()
+    common = dict(launch=fake, docs=tmp_path / "docs", echo=lambda *_: None, plot=False)
+    with pytest.raises(ValueError, match="no arm \\['nope'\\]"):
+        reproduce(repro, [0, 1], tmp_path / "root", arms=("nope",), **common)
+    page = reproduce(repro, [0, 1], tmp_path / "root", arms=("sara",), **common).read_text()
+    assert sorted(fake.calls) == [("sara", 0), ("sara", 1)]  # grpo was not retrained
+    assert "| grpo | 0 | done |" in page and "| sara | 1 | done |" in page

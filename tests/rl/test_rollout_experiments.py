@@ -18,7 +18,7 @@ from rlvr_jax.testing import parity_score_rows, parity_tool_episodes, parity_vot
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 ROLLOUTS = {
-    "oc_grpo/oc_grpo": ("guided", ("", "arithmetic", "pulse")),
+    "oc_grpo/oc_grpo": ("guided", ("", "arithmetic", "pulse", "cliff", "cliff,pulse")),
     "lspo/lspo": ("lora_scaffold", ("", "arithmetic", "pulse")),
     "nc_grpo/nc_grpo": ("latent_noise", ("", "arithmetic", "pulse")),
     "agentic/tool_lookup": ("multi_turn", ("", "pulse")),
@@ -82,8 +82,8 @@ def _lines(workdir):
 
 
 def _cliffs_then_parity(monkeypatch):
-    """Parity rewards, but the plain rows of every other problem all fail: LSPO's cliffs
-    (the adapter's re-rolls, the next call of a step, are scored by parity)."""
+    """Parity rewards, but the plain rows of every other problem all fail: LSPO's and
+    OC-GRPO's cliffs (the re-rolls, the next call of a step, are scored by parity)."""
     calls = []
 
     def score_rows(task, tokenizer, problems_R, sampled_R, stop_ids):
@@ -99,6 +99,7 @@ def _cliffs_then_parity(monkeypatch):
 
 PULSES = [(n, "pulse", "grpo") for n in sorted(ROLLOUTS)]
 PULSES += [("agentic/tool_lookup", "pulse", "gae"), ("cbpo/cbpo", "tool_lookup,pulse", "grpo")]
+PULSES += [("oc_grpo/oc_grpo", "cliff,pulse", "grpo")]
 
 
 @pytest.mark.slow
@@ -108,7 +109,7 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(
 ):
     """(Episodes with PPO's critic and GAE too: GAE skips the environment-token gaps.)"""
     rollout, _ = ROLLOUTS[name]
-    if rollout == "lora_scaffold":
+    if rollout == "lora_scaffold" or "cliff" in variant:
         _cliffs_then_parity(monkeypatch)
     elif rollout == "self_play":  # a random policy writes no "Vote: k": parity votes
         monkeypatch.setattr(self_play, "parse_vote", parity_vote)
@@ -139,11 +140,23 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(
     finally:
         trainer.io.close()
     train = _lines(tmp_path)
+    bg = c.data.prompts_per_step * c.data.group_size
     assert [x["step"] for x in train] == [1, 2]
     assert all(np.isfinite(x["loss"]) for x in train)
     if credit == "gae":
         assert all(np.isfinite(x["value_loss"]) for x in train)
-    if rollout == "guided":  # half of each group guided; their weights are not 1
+    if rollout == "guided" and "cliff" in variant:  # guided only on cliff groups
+        # Parity rewards: some groups are all-fail; their first half is re-sampled guided,
+        # and those guided rows pass where every unguided row of the group failed.
+        assert all(x["rollout/cliff_groups"] > 0 for x in train)
+        assert all(0 < x["rollout/guided"] < 0.5 for x in train)
+        assert any(x["rollout/guided_pass_rate"] > 0 for x in train)
+        assert all(x["select/off_batch_rollouts"] == x["rollout/guided"] * bg for x in train)
+        assert any(abs(x["is_weight@guided"] - 1) > 1e-4 for x in train)
+        for g in rollouts:
+            cliff, guided = g.info["cliff_B"], g.info["guided_B"]
+            assert not (guided & ~cliff).any()  # never a group that had a correct row
+    elif rollout == "guided":  # half of each group guided; their weights are not 1
         assert all(x["rollout/guided"] == 0.5 for x in train)
         assert all(abs(x["is_weight@guided"] - 1) > 1e-4 for x in train)
         assert all(0 <= x["is_truncated@guided"] <= 1 for x in train)
@@ -158,7 +171,6 @@ def test_rollout_experiment_pulse_logs_its_defining_quantity(
         assert not lora.has_lora(trainer.parts.sampler.model)
         # Every re-roll is generated work: the budget counts it (G re-rolls per cliff
         # group), on top of the batch's B·G rows.
-        bg = c.data.prompts_per_step * c.data.group_size
         for x, g in zip(train, rollouts, strict=True):
             assert x["select/off_batch_rollouts"] == x["rollout/cliff_groups"] * c.data.group_size
             assert x["select/off_batch_rollouts"] == g.off_batch[0] > 0 and g.off_batch[1] > 0

@@ -78,6 +78,54 @@ def test_solution_prefix_is_the_first_lines():
     assert solution_prefix("a\nb", 0.0) == "" and solution_prefix("a\nb", 1.0) == "a\nb"
 
 
+def test_answer_free_prefixes_never_show_the_last_line():
+    assert solution_prefix("a\nb\nc", 1.0, answer_free=True) == "a\nb"
+    assert solution_prefix("a\nb\nc", 0.5, answer_free=True) == "a\nb"
+    assert solution_prefix("a\nb\nc", 0.3, answer_free=True) == "a"
+    assert solution_prefix("a", 1.0, answer_free=True) == ""
+
+
+def test_only_cliff_groups_are_guided_in_place_of_their_first_plain_rows(policy, monkeypatch):
+    """Group 0 fails every plain row (a cliff), group 1 solves one: only group 0's first
+    ⌈½·4⌉ rows are re-sampled guided; the plain rows they replace count off the batch."""
+    calls = []
+
+    def scorer(task, tokenizer, problems_R, sampled_R, stop_ids):
+        calls.append([p.prompt for p in problems_R])
+        first = len(calls) == 1
+        ok = np.array([not first or (p is cliffless and i == 4) for i, p in
+                       enumerate(problems_R)], bool)  # fmt: skip
+        return Verdicts(ok.astype(np.float64), ok, ["x"] * len(ok), [""] * len(ok))
+
+    monkeypatch.setattr(score, "score_rows", scorer)
+    model, sampler = policy
+    ctx = _ctx(policy, tasks.get("arithmetic"), [4, 4])
+    problems = ctx.request.problems
+    cliffless = problems[1]
+    hp = dict(ROLLOUTS.get("guided").defaults, only_cliffs=True)
+    out = ROLLOUTS.get("guided").fn(ctx, **hp)
+    np.testing.assert_array_equal(out.info["guided_B"], [1, 1, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(out.info["cliff_B"], [1, 1, 1, 1, 0, 0, 0, 0])
+    assert calls[1] == [problems[0].prompt] * 2  # the re-sampled rows only
+    np.testing.assert_array_equal(out.correct, [1, 1, 0, 0, 1, 0, 0, 0])
+    plain = ROLLOUTS.get("plain").fn(ctx)
+    for r in range(2, 8):  # the rows kept are the plain rollout's
+        np.testing.assert_array_equal(
+            out.tokens[r][out.response_mask[r]], plain.tokens[r][plain.response_mask[r]]
+        )
+    assert out.off_batch == (2, int(plain.lengths[:2].sum()))
+    # The guided rows were sampled on the guided prompt (own key) and sit on the plain one.
+    text = problems[0].prompt + "\nThe solution begins:\n" + solution_prefix(problems[0].solution, 0.5)
+    want = sampler.sample([encode_prompt(TOK, text)] * 2, ctx.params(), jax.random.fold_in(ctx.key, 1))
+    for r in range(2):
+        np.testing.assert_array_equal(
+            out.tokens[r][out.response_mask[r]], want.tokens[r][want.response_mask[r]]
+        )
+        np.testing.assert_array_equal(
+            out.tokens[r][out.prompt_mask[r]], encode_prompt(TOK, problems[0].prompt)
+        )
+
+
 # ---------------------------------------------------------------------- latent noise
 def test_latent_noise_perturbs_exactly_half_of_each_group_at_the_configured_rms(policy):
     model, sampler = policy
