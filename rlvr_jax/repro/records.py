@@ -86,7 +86,7 @@ def save(run: runs_lib.Run, records: Path) -> Path | None:
         return None
     target = path(records, run.key)
     old = load(target) if target.is_file() else None
-    mine = manifest_weights(run.manifest)
+    mine = manifest_weights(run.manifest, run.config)
     if old is not None and conflicts(recorded_weights(old), mine):
         target = path(records, run.key, mine)  # the first record stays: other pages use it
         old = load(target) if target.is_file() else None
@@ -157,17 +157,21 @@ def load(file: Path) -> dict[str, Any]:
     return rec
 
 
-def manifest_weights(manifest: dict[str, Any]) -> dict[str, str]:
-    """Warm-start name -> weight digest of a run manifest's last attempt that recorded them."""
+def manifest_weights(manifest: dict[str, Any], config=None) -> dict[str, str]:
+    """Warm-start name -> weight digest of a run manifest's last attempt that recorded them.
+
+    With `config`, only the warm starts that config loads (`runs.weights_used`).
+    """
     for attempt in reversed(manifest.get("attempts", [])):
         if attempt.get("warm_starts"):
-            return dict(attempt["warm_starts"])
+            weights = dict(attempt["warm_starts"])
+            return weights if config is None else runs_lib.weights_used(weights, config)
     return {}
 
 
 def recorded_weights(rec: dict[str, Any]) -> dict[str, str]:
-    """Warm-start name -> weight digest of a record (its manifest's, `manifest_weights`)."""
-    return manifest_weights(rec["manifest"])
+    """Warm-start name -> weight digest of the warm starts a record's run loaded."""
+    return manifest_weights(rec["manifest"], rec["config"])
 
 
 def _copy_of(held: dict[str, Any], loaded: list[tuple[Path, dict[str, Any]]]) -> str:
@@ -275,6 +279,7 @@ def restore(
     if not loaded:
         return NO_RECORD
     here = runs_lib.warm_start_digests(run.config) if local_weights is None else local_weights
+    here = runs_lib.weights_used(here, run.config)
     fitting = [(f, c) for f, c in loaded if not conflicts(recorded_weights(c), here)]
     if not fitting:
         _remove_copy(run, copy)

@@ -128,7 +128,7 @@ def mixed_weights(results: list[RunResult], arms: tuple[str, ...]) -> bool:
     seen: dict[str, str] = {}
     for r in results:
         if r.done and r.run.arm.name in arms:
-            for name, digest in manifest_weights(r.run.manifest).items():
+            for name, digest in manifest_weights(r.run.manifest, r.run.config).items():
                 if seen.setdefault(name, digest) != digest:
                     return True
     return False

@@ -188,6 +188,58 @@ def warm_start_names(config: dict[str, Any]) -> list[str]:
     return sorted(name for d in found for name in _warm_start_dirs(d))
 
 
+# Score signals that load a warm-start model by their own (source, domain, role) options.
+_TEACHER_SIGNALS = ("teacher", "teacher_hidden", "teacher_topk")
+
+
+def used_warm_starts(config: Mapping[str, Any]) -> set[str] | None:
+    """Cache names of the warm starts a run loads: the policy's, its teachers', its judge's.
+
+    The run key names every role of every domain a config mentions
+    (`warm_start_names`), and an attempt records the weights of all of them that
+    were cached; comparing weights over this set instead keeps a base the run never
+    loaded (a Countdown GRPO run and the privileged Countdown role) from splitting
+    a page's runs. None when it cannot tell (a pipeline, MOPD's per-domain teachers,
+    a config without a model block): then every recorded name counts.
+    """
+    if pipelines.is_pipeline(config) or "model" not in config:
+        return None
+    model, score = config["model"], config.get("score", {})
+    names = [s.strip() for s in str(score.get("signals", "")).split(",") if s.strip()]
+    if "mopd" in names:
+        return None
+    used = set()
+    if model.get("source") == "warm_start":
+        used.add((model["domain"], model["role"]))
+    for name in names:
+        o = score.get(name, {})
+        if name in _TEACHER_SIGNALS and o.get("source") == "warm_start":
+            used.add((o.get("domain") or model["domain"], o["role"]))
+        elif name == "first_mistake" and o.get("locator") == "judge":
+            used.add((o.get("judge_domain") or model["domain"], o.get("judge_role", "judge")))
+    tok = warmstart.default_tokenizer()
+    return {
+        warmstart.model_dir(warmstart.SPECS[d, r], tok).name
+        for d, r in used
+        if (d, r) in warmstart.SPECS
+    }
+
+
+@functools.cache
+def _registered_names() -> frozenset[str]:
+    tok = warmstart.default_tokenizer()
+    return frozenset(warmstart.model_dir(s, tok).name for s in warmstart.SPECS.values())
+
+
+def weights_used(weights: Mapping[str, str], config: Mapping[str, Any]) -> dict[str, str]:
+    """`weights` (name -> digest) without the registered warm starts `config` does not load."""
+    used = used_warm_starts(config)
+    if used is None:
+        return dict(weights)
+    unused = _registered_names() - used
+    return {k: v for k, v in weights.items() if k not in unused}
+
+
 def warm_start_digests(config: dict[str, Any]) -> dict[str, str]:
     """sha256 (12 hex digits) of each cached warm-start model the config uses.
 

@@ -360,3 +360,35 @@ def test_training_named_arms_tabulates_the_others_from_their_records(tmp_path, m
     page = reproduce(repro, [0, 1], tmp_path / "root", arms=("sara",), **common).read_text()
     assert sorted(fake.calls) == [("sara", 0), ("sara", 1)]  # grpo was not retrained
     assert "| grpo | 0 | done |" in page and "| sara | 1 | done |" in page
+
+
+def test_only_the_warm_starts_a_run_loads_count_as_its_weights():
+    """A GRPO run loads its base only; a teacher run its base and teacher; a judge run its
+    judge; a pipeline cannot tell (None: every recorded name counts)."""
+    from rlvr_jax.rl.config import default_config
+    from rlvr_jax.train import warmstart
+
+    tok = warmstart.default_tokenizer()
+
+    def name(domain, role):
+        return warmstart.model_dir(warmstart.SPECS[domain, role], tok).name
+
+    c = json.loads(default_config().to_json())
+    assert runs_lib.used_warm_starts(c) == {name("countdown", "base")}
+    c["model"]["role"] = "privileged"
+    c["score"]["signals"] = "teacher,hint"
+    assert runs_lib.used_warm_starts(c) == {name("countdown", "privileged"), name("countdown", "teacher")}
+    j = json.loads(default_config().to_json())
+    j["model"]["domain"] = "arithmetic"
+    j["score"]["signals"] = "first_mistake"
+    j["score"]["first_mistake"]["locator"] = "judge"
+    assert runs_lib.used_warm_starts(j) == {name("arithmetic", "base"), name("arithmetic", "judge")}
+    assert runs_lib.used_warm_starts(_pipeline_config()) is None
+    recorded = {name("countdown", "base"): "aaa", name("countdown", "teacher"): "bbb"}
+    c["score"]["signals"] = ""
+    assert runs_lib.weights_used(recorded, c) == {}  # the privileged role only: neither
+    manifest = {"attempts": [{"warm_starts": recorded}]}
+    assert records_lib.manifest_weights(manifest) == recorded
+    assert records_lib.manifest_weights(manifest, json.loads(default_config().to_json())) == {
+        name("countdown", "base"): "aaa"
+    }
