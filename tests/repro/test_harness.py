@@ -121,6 +121,23 @@ def test_config_mismatch_is_an_error(tmp_path, fake):
         runs_lib.is_complete(run)
 
 
+def test_a_field_newer_than_the_harness_is_no_mismatch(tmp_path, fake):
+    """A run launched after a library option was added (while an older harness process
+    ran) writes the option's default into config.json; the harness's resolved config
+    lacks the field: not a difference. A changed value of a field both know still is."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _run(repro, tmp_path, fake)
+    run = runs_lib.plan(repro, [0, 1], tmp_path / "root")[0]
+    cfg = json.loads((run.workdir / "config.json").read_text())
+    cfg["loss"]["an_option_added_since"] = 0.5
+    (run.workdir / "config.json").write_text(json.dumps(cfg))
+    assert runs_lib.is_complete(run)
+    cfg["train"]["steps"] += 1
+    (run.workdir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="train.steps"):
+        runs_lib.is_complete(run)
+
+
 def test_unknown_override_names_arm_and_field(tmp_path):
     repro = pulse_repro("x", "sara", "sara/sara.py", **{"select.sara.tau_comit": 0.5})
     with pytest.raises(ValueError, match=r"arm 'sara'.*select\.sara\.tau_comit"):
