@@ -261,3 +261,24 @@ def _sha(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()[:12]
+
+
+def test_a_run_held_by_a_live_harness_or_trainer_is_never_moved(tmp_path, fake):
+    """adopt_legacy_runs leaves a directory whose repro.lock or run.lock is held: a harness
+    of other code may be executing it (a run once moved mid-training this way)."""
+    from rlvr_jax.locking import FileLock
+
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _run(repro, tmp_path, fake)
+    first = runs_lib.plan(repro, [0, 1], tmp_path / "root")[0]
+    for name in (runs_lib.HARNESS_LOCK, runs_lib.TRAINER_LOCK):
+        legacy = first.workdir.parent / "00000000legacy00"
+        first.workdir.rename(legacy)
+        held = FileLock(legacy / name).acquire()
+        try:
+            assert runs_lib.adopt_legacy_runs(tmp_path / "root", echo=lambda *_: None) == []
+            assert legacy.is_dir()
+        finally:
+            held.release()
+        moved = runs_lib.adopt_legacy_runs(tmp_path / "root", echo=lambda *_: None)
+        assert moved == [("00000000legacy00", first.key)] and first.workdir.is_dir()
