@@ -234,9 +234,7 @@ def make_update(
         (data, fsdp) (rows per micro-batch must be a multiple of
         `sharding.batch_shards(mesh)`), metrics come back replicated.
       rules: sharding rules (preset name or pairs) when `mesh` is given.
-      grad_split: also log the gradient norms of the outcome advantages' and the
-        dense terms' policy-gradient directions and their ratio
-        (`_split_grad_norms`; `mb` then holds `OUTCOME`).
+      grad_split: also log `_split_grad_norms` (`mb` then holds `OUTCOME`).
     Returns:
       `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
       [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
