@@ -131,6 +131,9 @@ def reproduce(
             r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
     for r in runs:
         if r not in trained:  # a finished run whose manifest predates it still counts
+            # Read afresh: another harness may have run it meanwhile (its last attempt's
+            # warm starts are written when it ends; a stale copy would record none).
+            r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
             if r.status != runs_lib.DONE and runs_lib.is_complete(r):
                 r.manifest["status"] = runs_lib.DONE
     for r in runs:
