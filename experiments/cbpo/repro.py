@@ -7,6 +7,11 @@ branches from entropy-screened positions, GRPO's 8 independent samples.
 The "@tool" arms branch inside model turns of multi-turn tool_lookup episodes
 (cbpo.py:tool_lookup) against the agentic page's GRPO runs
 (experiments/agentic/repro.py), in that page's miniature (its SHRUNK).
+cbpo_zero_sum (issue 31): the same CBPO with each group's credit renormalised to sum
+to zero after the CBV rescaling, signs kept (credit.cbpo.zero_sum; the paper's
+description only asks that the rescaling keep signs):
+
+  python scripts/reproduce.py cbpo --seeds 0,1,2 --arms cbpo,cbpo_zero_sum,grpo
 """
 
 import dataclasses
@@ -47,6 +52,14 @@ def get_reproduction() -> Reproduction:
             ),
             GRPO,
             Arm(
+                "cbpo_zero_sum",
+                "cbpo/cbpo.py",
+                {"credit.cbpo.zero_sum": True},
+                role="ablation",
+                note="CBPO with each group's positive and negative credit rescaled to equal "
+                "mass after the CBV factors (group sum 0, signs kept; ours)",
+            ),
+            Arm(
                 "cbpo@tool",
                 "cbpo/cbpo.py:tool_lookup",
                 dict(_agentic.SHRUNK),
@@ -63,6 +76,13 @@ def get_reproduction() -> Reproduction:
                 "CBPO beats policy-optimization baselines",
                 "pass@1",
                 "cbpo",
+                "grpo",
+                "higher",
+            ),
+            Claim(
+                "CBPO beats policy-optimization baselines (credit renormalised to sum to 0)",
+                "pass@1",
+                "cbpo_zero_sum",
                 "grpo",
                 "higher",
             ),

@@ -16,6 +16,7 @@ base (its SFT saw the reference-solution view), against GRPO on that base:
 import dataclasses
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
+from rlvr_jax.repro.metrics import ROLLOUTS
 from rlvr_jax.repro.miniature import (
     COMMON,
     GRPO,
@@ -58,10 +59,6 @@ CLIFFS = Metric(
     fmt="{:.0f}",
     doc="groups whose unguided rollouts all failed, over the run (oc_grpo@cliff)",
 )
-ROLLOUTS_ALL = Metric(
-    "rollouts", "rollouts", reduce="rollouts", fmt="{:.0f}", doc="rollouts generated in all "
-    "steps, the unguided rows the guided ones replaced included",
-)  # fmt: skip
 
 
 def get_reproduction() -> Reproduction:
@@ -99,7 +96,7 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         baseline="grpo",
-        metrics=(PASS_1, pass_at(8), WEIGHT, TRUNCATED, GUIDED_PASS, CLIFFS, ROLLOUTS_ALL),
+        metrics=(PASS_1, pass_at(8), WEIGHT, TRUNCATED, GUIDED_PASS, CLIFFS, ROLLOUTS),
         claims=(
             Claim(
                 "OC-GRPO improves over vanilla GRPO",

@@ -223,3 +223,33 @@ def cbpo_advantages(
     pos_BxT = path_positions(m, offset_B)
     owned = pos_BxT >= jnp.asarray(start_B, jnp.int32)[:, None]
     return jnp.where(m & owned, adv * scale, 0.0), node
+
+
+def zero_sum_per_group(adv_BxT, mask_BxT, group_B, num_groups: int):
+    """Rescales each group's positive and negative credit so its token sum is 0, signs kept.
+
+    CBV rescaling (`cbpo_advantages`) multiplies continuation segments by factors
+    ≠ 1, so a group's advantages no longer sum to zero (the paper's description
+    does not ask them to). This option restores it without changing a sign: with
+    P_g, N_g the sums of the group's positive and |negative| token advantages,
+    positives are scaled by (P_g + N_g) / (2 P_g) and negatives by (P_g + N_g) /
+    (2 N_g), so both sides carry (P_g + N_g) / 2 and the total magnitude is kept.
+    A group with only one sign (or none) is left as it is.
+
+    Args:
+      adv_BxT: [B, T] advantages; mask_BxT: [B, T] loss tokens; group_B: [B] int ids
+        in [0, num_groups).
+    Returns:
+      [B, T] float32, 0 off the mask.
+    """
+    m = jnp.asarray(mask_BxT) != 0
+    a = jnp.where(m, jnp.asarray(adv_BxT, jnp.float32), 0.0)
+    pos_B, neg_B = jnp.sum(jnp.maximum(a, 0.0), 1), jnp.sum(jnp.maximum(-a, 0.0), 1)
+    pos_G = jax.ops.segment_sum(pos_B, group_B, num_segments=num_groups)
+    neg_G = jax.ops.segment_sum(neg_B, group_B, num_segments=num_groups)
+    both_G = (pos_G > 0) & (neg_G > 0)
+    half_G = 0.5 * (pos_G + neg_G)
+    up_G = jnp.where(both_G, half_G / jnp.where(pos_G > 0, pos_G, 1.0), 1.0)
+    down_G = jnp.where(both_G, half_G / jnp.where(neg_G > 0, neg_G, 1.0), 1.0)
+    scale_BxT = jnp.where(a > 0, up_G[group_B][:, None], down_G[group_B][:, None])
+    return jnp.where(m, a * scale_BxT, 0.0)

@@ -42,6 +42,25 @@ def load_reproduction(slug: str, experiments: Path = runs_lib.EXPERIMENTS) -> Re
     return repro
 
 
+def _restore_all(runs, trained, records: Path, prefer, some_arms: bool, echo) -> int:
+    """Fills each run's workdir from its record where it can; returns how many were."""
+    restored = 0
+    for r in runs:
+        # Training: only records on the weights cached here (a base built by this
+        # harness's first run is checked again before each later run, `prepare`).
+        # An arm left untrained (`arms`) is read from its records whatever is cached here.
+        kept = {} if some_arms and r not in trained else None
+        outcome = records_lib.restore(r, records, kept, prefer=prefer, require_cached=r in trained)
+        restored += outcome in (records_lib.RESTORED, records_lib.KEPT)
+        if outcome == records_lib.OTHER_WEIGHTS:
+            echo(
+                f"  {r.arm.name} seed {r.seed}: record {r.key} {outcome}; not restored (a new run)"
+            )
+    for r in runs:  # arms sharing a restored (or removed) copy read its manifest too
+        r.manifest = runs_lib.read_manifest(r.workdir)
+    return restored
+
+
 def reproduce(
     repro: Reproduction,
     seeds: list[int],
@@ -85,26 +104,11 @@ def reproduce(
     records_lib.rekey(records, echo=lambda *_: None)
     runs = runs_lib.plan(repro, seeds, Path(root))
     prefer = records_lib.preferred_weights(runs, records)
-    restored = 0
     unknown = sorted(set(arms) - {a.name for a in repro.arms})
     if unknown:
         raise ValueError(f"{repro.slug}: no arm {unknown}; arms: {[a.name for a in repro.arms]}")
     trained = [r for r in runs if train and (not arms or r.arm.name in arms)]
-    for r in runs:
-        # Training: only records on the weights cached here (a base built by this
-        # harness's first run is checked again before each later run, `prepare`).
-        # An arm left untrained (`arms`) is read from its records whatever is cached here.
-        kept = {} if arms and r not in trained else None
-        outcome = records_lib.restore(
-            r, records, kept, prefer=prefer, require_cached=r in trained
-        )
-        restored += outcome in (records_lib.RESTORED, records_lib.KEPT)
-        if outcome == records_lib.OTHER_WEIGHTS:
-            echo(
-                f"  {r.arm.name} seed {r.seed}: record {r.key} {outcome}; not restored (a new run)"
-            )
-    for r in runs:  # arms sharing a restored (or removed) copy read its manifest too
-        r.manifest = runs_lib.read_manifest(r.workdir)
+    restored = _restore_all(runs, trained, records, prefer, bool(arms), echo)
     echo(
         f"{repro.slug}: {len(runs)} runs ({len({r.key for r in runs})} distinct"
         + (f", {restored} restored from {records}" if restored else "")
@@ -127,6 +131,9 @@ def reproduce(
             r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
     for r in runs:
         if r not in trained:  # a finished run whose manifest predates it still counts
+            # Read afresh: another harness may have run it meanwhile (its last attempt's
+            # warm starts are written when it ends; a stale copy would record none).
+            r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
             if r.status != runs_lib.DONE and runs_lib.is_complete(r):
                 r.manifest["status"] = runs_lib.DONE
     for r in runs:

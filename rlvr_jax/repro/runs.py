@@ -64,6 +64,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
 MANIFEST = "repro.json"
 HARNESS_LOCK = "repro.lock"  # held by the harness process executing the run
+TRAINER_LOCK = "run.lock"  # held by the trainer process (`run.run_io.LOCK_FILE`)
 LOG = "repro.log"
 DONE, CRASHED, INTERRUPTED, PENDING = "done", "crashed", "interrupted", "pending"
 EXIT_PREEMPTED = 75  # rlvr_jax.main's exit status after a preemption signal (EX_TEMPFAIL)
@@ -331,7 +332,9 @@ def adopt_legacy_runs(root: Path, echo=print) -> list[tuple[str, str]]:
 
     Directories made under an older keying (a hash of the full config) are
     found again this way when fields were added since. A directory is left where
-    it is when its config.json is unreadable or the target already exists.
+    it is when its config.json is unreadable, the target already exists, or a live
+    harness or trainer holds it (it may run other code, which keys the config
+    differently: a harness of older code once moved runs mid-training this way).
 
     Returns:
       (old name, new name) per moved directory.
@@ -350,10 +353,23 @@ def adopt_legacy_runs(root: Path, echo=print) -> list[tuple[str, str]]:
             continue
         key = run_key(config, warm_start_names(config))
         target = runs_dir / key
-        if key != d.name and not target.exists():
+        if key == d.name or target.exists():
+            continue
+        # A run another harness is executing stays where it is: that harness may run other
+        # code, which keys the run's config differently (a field it does not know yet).
+        locks = [FileLock(d / name, what=f"run {d}") for name in (HARNESS_LOCK, TRAINER_LOCK)]
+        try:
+            for lock in locks:
+                lock.acquire()
+        except HeldError:
+            continue
+        else:
             d.rename(target)
-            moved.append((d.name, key))
-            echo(f"  run {d.name} -> {key} (keyed by its config delta)")
+        finally:
+            for lock in locks:
+                lock.release()
+        moved.append((d.name, key))
+        echo(f"  run {d.name} -> {key} (keyed by its config delta)")
     return moved
 
 
@@ -406,6 +422,11 @@ def is_complete(run: Run) -> bool:
     if not final:
         return False
     have, want = config_delta(json.loads(config.read_text())), config_delta(run.config)
+    # A field the harness's resolved config lacks was added to the library after this
+    # harness process started (its code is older than the run's): the run wrote its
+    # default, so it is no difference (the next harness keys it as usual).
+    known = _flatten(run.config)
+    have = {k: v for k, v in have.items() if k in known or k in want}
     if have != want:
         fields = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
         raise ValueError(

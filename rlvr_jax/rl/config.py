@@ -217,6 +217,10 @@ def default_config() -> ml_collections.ConfigDict:
 
     c.log = ml_collections.ConfigDict()
     c.log.tensorboard = True
+    # The gradient norms of the outcome advantages' and the credit transforms' dense terms'
+    # policy-gradient directions and their ratio, per step (grad_split/*; 2 more backward
+    # passes per update): how much of an outcome + dense-term update is the dense term.
+    c.log.grad_split = False
     c.log.progress_every_s = 1.0  # non-TTY consoles: at most one progress line per this many s
 
     c.lock()

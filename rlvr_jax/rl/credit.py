@@ -153,7 +153,16 @@ def apply_transforms(names: list[str], adv_BxT, batch, hparams, *, step: int = 0
     return adv_BxT
 
 
-def assign(batch, *, estimator: str, hparams, transforms: list[str], step: int, num_groups: int):
+def assign(
+    batch,
+    *,
+    estimator: str,
+    hparams,
+    transforms: list[str],
+    step: int,
+    num_groups: int,
+    keep_outcome: bool = False,
+):
     """The credit stage: the estimator's advantages, then the transforms; a new Batch.
 
     Args:
@@ -164,6 +173,8 @@ def assign(batch, *, estimator: str, hparams, transforms: list[str], step: int, 
       transforms: TRANSFORMS names, in order.
       step: the RL step.
       num_groups: a static upper bound on the group ids.
+      keep_outcome: also keep the estimator's advantages before the transforms
+        (extra field `outcome_adv_BxT`, for `log.grad_split`).
     Returns:
       The Batch with adv_BxT (float32) and, for estimators that return them, returns_BxT.
     """
@@ -176,7 +187,9 @@ def assign(batch, *, estimator: str, hparams, transforms: list[str], step: int, 
         values_BxT=batch.old_values_BxT,
         **hparams[estimator],
     )
+    outcome = np.asarray(adv, np.float32)
     if transforms:
         adv = apply_transforms(transforms, adv, batch, hparams, step=step)
     returns = None if returns is None else np.asarray(returns, np.float32)
-    return batch.replace(adv_BxT=np.asarray(adv, np.float32), returns_BxT=returns)
+    batch = batch.replace(adv_BxT=np.asarray(adv, np.float32), returns_BxT=returns)
+    return batch.with_extra({"outcome_adv_BxT": outcome}) if keep_outcome else batch

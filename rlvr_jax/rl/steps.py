@@ -69,6 +69,7 @@ class RLSteps:
             loss_consts=loss_consts(c),
             mesh=p.mesh,
             rules=p.rules,
+            grad_split=c.log.grad_split,
         )
         spec = build.loss_spec(c)
         self.update_fn = make_update(p.graphdef, p.optimizer, spec, **kw)
@@ -148,6 +149,7 @@ class RLSteps:
             transforms=names,
             step=step,
             num_groups=num_groups,
+            keep_outcome=c.log.grad_split,
         )
 
     def update(self, state: RLState, batch: Batch, step: int) -> tuple[RLState, dict[str, Any]]:

@@ -129,6 +129,41 @@ def _policy_loss_fn(graphdef, spec: objectives.LossSpec, loss_consts):
     return policy_loss_fn
 
 
+OUTCOME = "outcome_adv_BxT"  # the estimator's advantages before the credit transforms
+
+
+def _split_grad_norms(graphdef, params, rest, mb, flat_mask) -> dict[str, jax.Array]:
+    """‖g‖ of the policy-gradient direction of the outcome advantages and of the dense rest.
+
+    g_X = −∇θ Σ_t A^X_t ℓ_θ,t / N over the minibatch's N loss tokens, for A^X the
+    estimator's advantages (`OUTCOME`, before the transforms) and the part the
+    transforms added (adv − outcome): at π_θ = π_old (the step's first update)
+    they are the two terms of the surrogate's gradient, whatever the loss's clip
+    (the loss's other terms, KL and entropy, are in neither). Two more backward
+    passes per update; `log.grad_split` turns them on.
+    """
+    n_tokens = jnp.maximum(jnp.sum(flat_mask, dtype=jnp.float32), 1.0)
+
+    def pg_loss(part):
+        def fn(p, b):
+            model = nnx.merge(graphdef, p, rest)
+            logps = token_logps(model, b["tokens_BxT"], b["attention_mask_BxT"])
+            outcome = b[OUTCOME]
+            adv = outcome if part == "outcome" else b["adv_BxT"] - outcome
+            loss = -jnp.sum(jnp.where(b["mask_BxT"], adv * logps, 0.0)) / n_tokens
+            return loss, {}
+
+        return fn
+
+    norms = {}
+    for part in ("outcome", "dense"):
+        _, _, grads = _scan_grads(pg_loss(part), params, mb)
+        norms[f"grad_split/{part}_norm"] = optax.tree.norm(grads)
+    ratio = norms["grad_split/dense_norm"] / jnp.maximum(norms["grad_split/outcome_norm"], 1e-12)
+    norms["grad_split/dense_over_outcome"] = ratio
+    return norms
+
+
 def _critic_loss_fn(critic_graphdef, value_clip: float, sigma_ratio: float):
     """(params, rest, mb, denom) -> (loss, sums): the critic's loss of a micro-batch."""
 
@@ -181,6 +216,7 @@ def make_update(
     mesh: jax.sharding.Mesh | None = None,
     rules="fsdp",
     loss_consts: dict[str, Any] | None = None,
+    grad_split: bool = False,
 ):
     """One jitted optimizer update on a minibatch; `state` is donated.
 
@@ -198,6 +234,7 @@ def make_update(
         (data, fsdp) (rows per micro-batch must be a multiple of
         `sharding.batch_shards(mesh)`), metrics come back replicated.
       rules: sharding rules (preset name or pairs) when `mesh` is given.
+      grad_split: also log `_split_grad_norms` (`mb` then holds `OUTCOME`).
     Returns:
       `update(state, rest, critic_rest, mb) -> (state, metrics)`. `mb` holds
       [n_micro, rows, T] arrays: tokens_BxT, attention_mask_BxT, mask_BxT,
@@ -216,6 +253,8 @@ def make_update(
         flat_mask = mb["mask_BxT"].reshape(n * rows, t)
         metrics = {"token_sums": {"tokens": jnp.sum(flat_mask, dtype=jnp.float32)}}
         params, opt_state = state.params, state.opt_state
+        if train_policy and grad_split:  # at the update's starting parameters
+            metrics.update(_split_grad_norms(graphdef, params, rest, mb, flat_mask))
         if train_policy:
             params, opt_state, loss, sums, grads = _policy_step(
                 policy_loss_fn, optimizer, spec, constant, state, rest, mb, flat_mask

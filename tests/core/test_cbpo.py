@@ -178,3 +178,29 @@ def test_signs_kept_and_segments_partition_each_path(seed):
             owners = [k for k in range(3) if valid[k] and member[k, i] and pos[k] <= n[t]]
             want = max(owners, key=lambda k: (pos[k], -k)) if owners else -1
             assert node[i, t] == want
+
+
+def test_zero_sum_per_group_by_hand_and_against_numpy():
+    from rlvr_jax.core.cbpo import zero_sum_per_group
+
+    # Group 0: tokens +2, +1 | −0.5 (P = 3, N = .5): positives × 1.75/3, negatives × 1.75/.5.
+    # Group 1: only positives: unchanged.
+    adv = np.array([[2.0, 1.0, 9.0], [-0.5, 0.0, 0.0], [0.3, 0.3, 0.0]], np.float32)
+    mask = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 0]], bool)
+    group = np.array([0, 0, 1])
+    out = np.asarray(zero_sum_per_group(adv, mask, group, 3))
+    np.testing.assert_allclose(out[0], [2 * 1.75 / 3, 1 * 1.75 / 3, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(out[1], [-0.5 * 1.75 / 0.5, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(out[2], [0.3, 0.3, 0], rtol=1e-6)
+    assert abs(out[:2].sum()) < 1e-6
+    # Random: every mixed group sums to 0, signs never change, total |A| kept per group.
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(12, 7)).astype(np.float32)
+    m = rng.random((12, 7)) < 0.7
+    g = rng.integers(0, 4, 12)
+    o = np.asarray(zero_sum_per_group(a, m, g, 12))
+    assert (np.sign(o[m]) == np.sign(a[m])).all() and (o[~m] == 0).all()
+    for k in range(4):
+        rows = g == k
+        np.testing.assert_allclose(o[rows][m[rows]].sum(), 0.0, atol=1e-5)
+        np.testing.assert_allclose(np.abs(o[rows][m[rows]]).sum(), np.abs(a[rows][m[rows]]).sum(), rtol=1e-5)

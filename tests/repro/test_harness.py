@@ -121,6 +121,23 @@ def test_config_mismatch_is_an_error(tmp_path, fake):
         runs_lib.is_complete(run)
 
 
+def test_a_field_newer_than_the_harness_is_no_mismatch(tmp_path, fake):
+    """A run launched after a library option was added (while an older harness process
+    ran) writes the option's default into config.json; the harness's resolved config
+    lacks the field: not a difference. A changed value of a field both know still is."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _run(repro, tmp_path, fake)
+    run = runs_lib.plan(repro, [0, 1], tmp_path / "root")[0]
+    cfg = json.loads((run.workdir / "config.json").read_text())
+    cfg["loss"]["an_option_added_since"] = 0.5
+    (run.workdir / "config.json").write_text(json.dumps(cfg))
+    assert runs_lib.is_complete(run)
+    cfg["train"]["steps"] += 1
+    (run.workdir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="train.steps"):
+        runs_lib.is_complete(run)
+
+
 def test_unknown_override_names_arm_and_field(tmp_path):
     repro = pulse_repro("x", "sara", "sara/sara.py", **{"select.sara.tau_comit": 0.5})
     with pytest.raises(ValueError, match=r"arm 'sara'.*select\.sara\.tau_comit"):
@@ -244,3 +261,24 @@ def _sha(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()[:12]
+
+
+def test_a_run_held_by_a_live_harness_or_trainer_is_never_moved(tmp_path, fake):
+    """adopt_legacy_runs leaves a directory whose repro.lock or run.lock is held: a harness
+    of other code may be executing it (a run once moved mid-training this way)."""
+    from rlvr_jax.locking import FileLock
+
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    _run(repro, tmp_path, fake)
+    first = runs_lib.plan(repro, [0, 1], tmp_path / "root")[0]
+    for name in (runs_lib.HARNESS_LOCK, runs_lib.TRAINER_LOCK):
+        legacy = first.workdir.parent / "00000000legacy00"
+        first.workdir.rename(legacy)
+        held = FileLock(legacy / name).acquire()
+        try:
+            assert runs_lib.adopt_legacy_runs(tmp_path / "root", echo=lambda *_: None) == []
+            assert legacy.is_dir()
+        finally:
+            held.release()
+        moved = runs_lib.adopt_legacy_runs(tmp_path / "root", echo=lambda *_: None)
+        assert moved == [("00000000legacy00", first.key)] and first.workdir.is_dir()

@@ -192,6 +192,14 @@ def cbpo_differs():
     want[5, 1:] *= 0.1
     want[5, :1] = 0
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    # zero_sum (ours): the rescaled credit's group sums are not 0; with it they are, and
+    # every token keeps its sign.
+    mask, group = b["mask_BxT"], b["group_B"]
+    sums = lambda x: np.array([x[group == g][mask[group == g]].sum() for g in np.unique(group)])
+    assert np.abs(sums(out)).max() > 1e-3
+    _, zs = transform("cbpo", b, zero_sum=True)
+    np.testing.assert_allclose(sums(zs), 0.0, atol=1e-5)
+    assert (np.sign(zs[mask]) == np.sign(out[mask])).all()
 
 
 def cbpo_reduces():

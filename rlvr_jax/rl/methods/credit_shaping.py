@@ -102,13 +102,17 @@ def dash(adv_BxT, batch, *, gamma, h_min, h_max, kappa, coef, outcome_coef):
     s_min=0.1,
     s_max=3.0,
     eps=1e-6,
+    zero_sum=False,
 )
-def cbpo(adv_BxT, batch, *, s_min, s_max, eps):
+def cbpo(adv_BxT, batch, *, s_min, s_max, eps, zero_sum):
     """CBPO: CBV-rescaled credit segments, shared prefixes credited once (tree mean).
 
     Nodes with branch_pos_K < 0 are padding. The layout comes from the score
     signal "branch_tree" (the branching rollout's tree) or "branches" (prefixes
-    that independent samples happen to share).
+    that independent samples happen to share). `zero_sum` (ours, not the paper's:
+    its rescaling leaves a group's credit summing to ≠ 0) rescales each group's
+    positive and negative credit to equal mass afterwards, signs kept
+    (`core.cbpo.zero_sum_per_group`).
     """
     pos_K = jnp.asarray(batch["branch_pos_K"], jnp.int32)
     out, _ = cbpo_lib.cbpo_advantages(
@@ -125,6 +129,9 @@ def cbpo(adv_BxT, batch, *, s_min, s_max, eps):
         s_max=s_max,
         eps=eps,
     )
+    if zero_sum:
+        group = jnp.asarray(batch["group_B"], jnp.int32)
+        out = cbpo_lib.zero_sum_per_group(out, batch["mask_BxT"], group, group.shape[0])
     return out
 
 

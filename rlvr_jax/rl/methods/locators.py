@@ -52,7 +52,9 @@ def judge_first_mistakes(ctx, rows, wrong_R, *, domain, role, max_new_tokens) ->
     model.domain) reads the problem and the decoded response; "Line n" maps to
     the first token of the response's n-th line (past the last line: the stop
     token), "None" and unparsable answers to −1. Logs the judge's unparsed
-    share and, where the task has an exact locator, its agreement with it.
+    share and, where the task has an exact locator, its agreement with it and
+    where it errs (`locator_errors`: first_mistake/judge_early, _exact, _late,
+    _missed, _spurious), so a page can tell "Cliff's rule" from "this judge".
     """
     from rlvr_jax.train import judge, warmstart  # lazy: pulls in training code
 
@@ -82,10 +84,33 @@ def judge_first_mistakes(ctx, rows, wrong_R, *, domain, role, max_new_tokens) ->
     unparsed = float(np.mean([x is None for x in lines]))
     ctx.metrics["first_mistake/judge_unparsed"] = unparsed
     locate = step_locator(ctx.task)
-    if locate is not None:  # diagnostics only: the judge's agreement with the exact locator
+    if locate is not None:  # diagnostics only: the judge against the exact locator
         exact = first_mistake_indices(locate, rows, wrong_R)
         ctx.metrics["first_mistake/judge_agree_exact"] = float(np.mean(out[idx] == exact[idx]))
+        for name, share in locator_errors(out[idx], exact[idx]).items():
+            ctx.metrics[f"first_mistake/judge_{name}"] = share
     return out
+
+
+def locator_errors(got_R, exact_R) -> dict[str, float]:
+    """Where a locator put each wrong row's first mistake, relative to the exact one.
+
+    Shares of the rows (summing to 1): "early" (before the exact mistake), "exact",
+    "late" (after it), "missed" (nothing located where the exact locator finds one),
+    "spurious" (a location where it finds none). Indices as `first_mistake_B`'s
+    (−1 = nothing located).
+    """
+    got, exact = np.asarray(got_R), np.asarray(exact_R)
+    n = max(len(got), 1)
+    both = (got >= 0) & (exact >= 0)
+    counts = {
+        "early": both & (got < exact),
+        "exact": got == exact,
+        "late": both & (got > exact),
+        "missed": (got < 0) & (exact >= 0),
+        "spurious": (got >= 0) & (exact < 0),
+    }
+    return {k: float(v.sum() / n) for k, v in counts.items()}
 
 
 @signals.register(
