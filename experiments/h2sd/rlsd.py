@@ -1,4 +1,4 @@
-"""RLSD (self-distillation that sets magnitudes, not directions): experiments/h2sd/h2sd.py's comparison row.
+"""RLSD (the self-teacher sets magnitudes, the verifier directions): H²SD's comparison row.
 
 The self-teacher (the policy under the reference-solution view, score signal
 "hint") only reweights each token's GRPO advantage, on correct and wrong

@@ -115,7 +115,8 @@ def get_reproduction() -> Reproduction:
                 paper="+3.9 points",
             ),
             Claim(
-                "OC-GRPO improves over vanilla GRPO (guidance at the learning cliff, privileged base)",
+                "OC-GRPO improves over vanilla GRPO (guidance at the learning cliff, privileged "
+                "base)",
                 "pass@1",
                 "oc_grpo@cliff",
                 "grpo@privileged",

@@ -148,7 +148,9 @@ def claim_results(repro: Reproduction, results: list[RunResult]) -> list[ClaimRe
         elif c.exercised and v != NO_VERDICT:
             pre = Summary.of(arm_values(results, c.arm, c.exercised))
             if not pre.mean > 0:  # NaN (not logged) counts as not exercised too
-                value = repro.metric(c.exercised).fmt.format(pre.mean * repro.metric(c.exercised).scale)
+                value = repro.metric(c.exercised).fmt.format(
+                    pre.mean * repro.metric(c.exercised).scale
+                )
                 v = f"{NOT_EXERCISED} ({c.exercised} = {value} in {c.arm})"
         out.append(ClaimResult(c, a, b, d, v, p))
     return out

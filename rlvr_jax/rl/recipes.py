@@ -11,7 +11,9 @@ from __future__ import annotations
 import ml_collections
 
 
-def dapo(c: ml_collections.ConfigDict, clip: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+def dapo(
+    c: ml_collections.ConfigDict, clip: ml_collections.ConfigDict
+) -> ml_collections.ConfigDict:
     """DAPO (Yu et al. 2025) on `c`, in place; `clip` is the loss's options block
     holding eps_low / eps_high (`c.loss.ppo_clip`, or a wrapping loss's own).
 

@@ -25,8 +25,8 @@ those rows; the replaced rows were generated too and are reported off the batch
 (`Groups.off_batch`), so the budget counts them. On cliff groups the unguided
 pass rate is 0, so `rollout/guided_pass_rate` > 0 is guidance that helped.
 Single process only (whether a process re-samples depends on its own groups, and
-the sampler's calls are collectives). `answer_free` caps the prefix at k − 1 of the solution's k lines (the last line,
-which states the answer, is never shown).
+the sampler's calls are collectives). `answer_free` caps the prefix at k − 1 of
+the solution's k lines (the last line, which states the answer, is never shown).
 """
 
 from __future__ import annotations

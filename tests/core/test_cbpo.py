@@ -203,4 +203,6 @@ def test_zero_sum_per_group_by_hand_and_against_numpy():
     for k in range(4):
         rows = g == k
         np.testing.assert_allclose(o[rows][m[rows]].sum(), 0.0, atol=1e-5)
-        np.testing.assert_allclose(np.abs(o[rows][m[rows]]).sum(), np.abs(a[rows][m[rows]]).sum(), rtol=1e-5)
+        np.testing.assert_allclose(
+            np.abs(o[rows][m[rows]]).sum(), np.abs(a[rows][m[rows]]).sum(), rtol=1e-5
+        )

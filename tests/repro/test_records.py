@@ -325,7 +325,10 @@ def test_records_under_an_old_key_are_moved_to_their_delta_key(tmp_path):
             "format": records_lib.FORMAT,
             "key": "00000000legacy00",
             "config": config,
-            "manifest": {"key": "00000000legacy00", "command": "x --workdir=/r/runs/00000000legacy00"},
+            "manifest": {
+                "key": "00000000legacy00",
+                "command": "x --workdir=/r/runs/00000000legacy00",
+            },
             "metrics": [{"step": 0, "split": "eval"}],
         }
         records_lib._write(tmp_path / f"{name}{records_lib.SUFFIX}", rec)
@@ -377,7 +380,10 @@ def test_only_the_warm_starts_a_run_loads_count_as_its_weights():
     assert runs_lib.used_warm_starts(c) == {name("countdown", "base")}
     c["model"]["role"] = "privileged"
     c["score"]["signals"] = "teacher,hint"
-    assert runs_lib.used_warm_starts(c) == {name("countdown", "privileged"), name("countdown", "teacher")}
+    assert runs_lib.used_warm_starts(c) == {
+        name("countdown", "privileged"),
+        name("countdown", "teacher"),
+    }
     j = json.loads(default_config().to_json())
     j["model"]["domain"] = "arithmetic"
     j["score"]["signals"] = "first_mistake"

@@ -33,7 +33,7 @@ def test_paired_difference_by_hand_and_when_pairing_resolves_what_unpairing_cann
     """Seeds move both arms together (.30/.35/.40 + .02): unpaired s.e. ≈ 2.9 points hides a
     Δ of 2 points that every seed shows (paired differences .02, .01, .03: s.e. 0.58)."""
     base, arm = [0.30, 0.35, 0.40], [0.32, 0.36, 0.43]
-    d = Difference.paired(zip(arm, base))
+    d = Difference.paired(zip(arm, base, strict=True))
     assert d.pairs == 3 and d.delta == pytest.approx(0.02)
     assert d.se == pytest.approx(0.01 / math.sqrt(3))  # sd(.02, .01, .03) = .01
     assert d.relative == pytest.approx(0.02 / 0.35)

@@ -380,7 +380,8 @@ def h2sd_reduces():
 
 
 def rlsd_differs():
-    # RLSD's reference rule (rule "reference", the default): w_t = 1 + λ(clip(exp(sign(A)·d_t), .8, 1.2) − 1),
+    # RLSD's reference rule (rule "reference", the default):
+    # w_t = 1 + λ(clip(exp(sign(A)·d_t), .8, 1.2) − 1),
     # λ = .5. Correct row 0 (A > 0): d = (ln 3, 0, 0, 0, ln .25) → (1.1, 1, 1, 1, .9).
     # Wrong row 1 (A < 0): d = (.2, −.4, .1, 0) → exp(−d) = (.819, 1.492, .905, 1): the
     # token the teacher finds unlikely (d = −.4) takes MORE of the penalty (w = 1.1), where

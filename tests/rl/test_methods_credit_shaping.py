@@ -101,13 +101,14 @@ def _kernel(name, adv, b, hp):
         )  # fmt: skip
         return hp["outcome_coef"] * adv + hp["coef"] * a
     if name == "cbpo":
-        pos = b["branch_pos_K"]
+        pos, hp = b["branch_pos_K"], dict(hp)
+        zero_sum = hp.pop("zero_sum")
         out, _ = cbpo.cbpo_advantages(
             adv, m, b["rewards_B"], b["branch_member_KxB"], pos, b["branch_start_B"],
             valid_K=pos >= 0, offset_B=b["branch_offset_B"], shared_BxB=b["branch_shared_BxB"],
             **hp,
         )  # fmt: skip
-        return out
+        return cbpo.zero_sum_per_group(out, m, g, len(g)) if zero_sum else out
     if name == "answer_mask":
         return adv * om_grpo.answer_span_mask(m, b["answer_start_B"], b["answer_end_B"])
     r = om_grpo.soft_consensus_rewards(b["answer_id_B"], g, leave_one_out=hp["leave_one_out"])

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import rlvr_jax.rl.methods  # noqa: F401  (registers the losses)
-from rlvr_jax.core import cpo, h2sd, losses, opd, opsa, rstg, saf_opd
+from rlvr_jax.core import cpo, h2sd, losses, opd, opsa, rlsd, rstg, saf_opd
 from rlvr_jax.rl import config, credit, objectives
 
 TRANSFORMS = [
@@ -93,7 +93,7 @@ def test_transforms_give_the_kernels_numbers():
             num_groups=3,
         ),
         "h2sd": h2sd.h2sd_advantages(adv, h, s, bt["correct_B"], m),
-        "rlsd": adv * h2sd.success_modulation(h, s, m),
+        "rlsd": adv * rlsd.rlsd_weights(h, s, adv, m),  # the reference rule (the default)
         "cpo": cpo.cpo_advantages(adv, h, s, bt["correct_B"], m),
         "entropy_shaping": cpo.entropy_shaped_advantages(adv, bt["entropy_BxT"], m),
         "opsa": opsa.opsa_advantages(adv, bt["entropy_BxT"], m),
@@ -141,12 +141,13 @@ def test_h2sd_kl_loss_adds_the_reverse_kl_on_failed_rows():
     assert float(sums["reverse_kl"]) == pytest.approx(kl.sum(), rel=1e-5)
 
 
-def test_rlsd_is_h2sd_success_side_on_every_row_and_grpo_without_a_gap():
+def test_rlsd_magnitude_rule_is_h2sd_success_side_on_every_row_and_grpo_without_a_gap():
     rng = np.random.default_rng(3)
     bt = _batch(rng)
     m, s = bt["mask_BxT"], bt["old_logps_BxT"]
     adv = np.repeat(rng.normal(size=(12, 1)), 6, 1).astype(np.float32) * m
     hp = {n: config.default_config().credit[n].to_dict() for n in ("rlsd", "h2sd")}
+    hp["rlsd"]["rule"] = "magnitude"  # ours (the reference rule: core/rlsd.py's tests)
     got = np.asarray(credit.apply_transforms(["rlsd"], adv, bt, hp))
     h2 = np.asarray(credit.apply_transforms(["h2sd"], adv, bt, hp))
     ok = bt["correct_B"]

@@ -115,8 +115,12 @@ def test_only_cliff_groups_are_guided_in_place_of_their_first_plain_rows(policy,
         )
     assert out.off_batch == (2, int(plain.lengths[:2].sum()))
     # The guided rows were sampled on the guided prompt (own key) and sit on the plain one.
-    text = problems[0].prompt + "\nThe solution begins:\n" + solution_prefix(problems[0].solution, 0.5)
-    want = sampler.sample([encode_prompt(TOK, text)] * 2, ctx.params(), jax.random.fold_in(ctx.key, 1))
+    text = (
+        problems[0].prompt + "\nThe solution begins:\n" + solution_prefix(problems[0].solution, 0.5)
+    )
+    want = sampler.sample(
+        [encode_prompt(TOK, text)] * 2, ctx.params(), jax.random.fold_in(ctx.key, 1)
+    )
     for r in range(2):
         np.testing.assert_array_equal(
             out.tokens[r][out.response_mask[r]], want.tokens[r][want.response_mask[r]]
