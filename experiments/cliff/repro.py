@@ -8,8 +8,44 @@ uses the task's exact step verifier (an oracle teacher), to separate the credit 
 from the locator's errors.
 """
 
-from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
+from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
 from rlvr_jax.repro.miniature import COMMON, GRPO_ARITHMETIC, OPD, TUNING, shrunk
+
+# Where the judge put each wrong rollout's first mistake, against the exact step verifier
+# (`locators.locator_errors`; shares of the wrong rows, mean over steps, in %).
+JUDGE_ERRORS = tuple(
+    Metric(
+        f"judge {k}",
+        f"first_mistake/judge_{k}",
+        reduce="mean",
+        scale=100.0,
+        fmt="{:.1f}",
+        doc=f"share of wrong rollouts whose first mistake the judge placed {what}, in %",
+    )
+    for k, what in (
+        ("early", "before the exact one"),
+        ("exact", "where the exact locator does"),
+        ("late", "after the exact one"),
+        ("missed", "nowhere although the exact locator finds one"),
+        ("spurious", "although the exact locator finds none"),
+    )
+)
+LOCATED = Metric(
+    "located",
+    "first_mistake/located_frac",
+    reduce="mean",
+    scale=100.0,
+    fmt="{:.1f}",
+    doc="share of wrong rollouts with a located first mistake (Cliff's credit acts on these), %",
+)
+MOVED = Metric(
+    "moved",
+    "first_mistake/moved_frac",
+    reduce="mean",
+    scale=100.0,
+    fmt="{:.1f}",
+    doc="share of located first mistakes the noisy locator moved, in %",
+)
 
 
 def get_reproduction() -> Reproduction:
@@ -40,10 +76,16 @@ def get_reproduction() -> Reproduction:
             ),
         ),
         baseline="grpo",
-        metrics=(PASS_1, pass_at(8)),
+        metrics=(PASS_1, pass_at(8), LOCATED, *JUDGE_ERRORS, MOVED),
         claims=(
             Claim(
-                "Cliff outperforms standard GRPO", "pass@1", "cliff", "grpo", "higher", paper="+7%"
+                "Cliff outperforms standard GRPO",
+                "pass@1",
+                "cliff",
+                "grpo",
+                "higher",
+                paper="+7%",
+                exercised="located",
             ),
             Claim(
                 "Cliff outperforms on-policy distillation",
@@ -52,6 +94,15 @@ def get_reproduction() -> Reproduction:
                 "opd",
                 "higher",
                 paper="+15%",
+                exercised="located",
+            ),
+            Claim(
+                "(ablation) Cliff's rule with the exact locator outperforms GRPO",
+                "pass@1",
+                "cliff-exact",
+                "grpo",
+                "higher",
+                exercised="located",
             ),
         ),
         shrunk=shrunk(

@@ -75,6 +75,7 @@ def get_reproduction() -> Reproduction:
                 "grsd",
                 "grpo",
                 "higher",
+                exercised="guided rows",
             ),
         ),
         shrunk=_agentic.SHRUNK_TEXT + " ALFWorld/WebShop-style environments in the paper.",

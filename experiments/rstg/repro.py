@@ -4,7 +4,7 @@ python scripts/reproduce.py rstg --seeds 0,1,2
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO, GRPO_OPD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRAD_RATIO, GRPO, GRPO_OPD, SWEPT, dense_sweep, shrunk
 
 
 def get_reproduction() -> Reproduction:
@@ -15,6 +15,7 @@ def get_reproduction() -> Reproduction:
             Arm(
                 "rstg",
                 "rstg/rstg.py",
+                {"log.grad_split": True},
                 note="OPD only on all-wrong groups, confidence-weighted, "
                 "on high-entropy / high-divergence tokens",
             ),
@@ -22,7 +23,7 @@ def get_reproduction() -> Reproduction:
             GRPO,
         ),
         baseline="grpo+opd",
-        metrics=(PASS_1, pass_at(8)),
+        metrics=(PASS_1, pass_at(8), GRAD_RATIO),
         claims=(
             Claim(
                 "RSTG outperforms naive GRPO+OPD",
@@ -36,5 +37,9 @@ def get_reproduction() -> Reproduction:
         ),
         shrunk=shrunk(extra="Not here: the SFT on the teacher's correct solutions."),
         common=COMMON,
-        tuning=TUNING,
+        tuning=SWEPT,
+        sweeps=(
+            dense_sweep("rstg", "credit.rstg.coef"),
+            dense_sweep("grpo+opd", "credit.saf_opd.w_max"),
+        ),
     )

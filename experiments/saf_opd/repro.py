@@ -4,7 +4,7 @@ python scripts/reproduce.py saf_opd --seeds 0,1,2
 """
 
 from rlvr_jax.repro import ENTROPY, PASS_1, Arm, Claim, Metric, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO, GRPO_OPD, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRAD_RATIO, GRPO, GRPO_OPD, SWEPT, dense_sweep, shrunk
 
 FINAL_ENTROPY = Metric(
     "final entropy",
@@ -23,6 +23,7 @@ def get_reproduction() -> Reproduction:
             Arm(
                 "saf",
                 "saf_opd/saf_opd.py",
+                {"log.grad_split": True},
                 note="sparsify (top 20%), tanh-compress to the "
                 "RLVR scale, warm-up / hold / anneal the OPD weight",
             ),
@@ -30,7 +31,7 @@ def get_reproduction() -> Reproduction:
             GRPO,
         ),
         baseline="grpo+opd",
-        metrics=(PASS_1, pass_at(8), ENTROPY, FINAL_ENTROPY),
+        metrics=(PASS_1, pass_at(8), ENTROPY, FINAL_ENTROPY, GRAD_RATIO),
         claims=(
             Claim(
                 "SAF outperforms fixed-coefficient GRPO+OPD fusion",
@@ -50,5 +51,9 @@ def get_reproduction() -> Reproduction:
         ),
         shrunk=shrunk(extra="The schedule is fitted to 20 steps (2 warm-up, 6 hold, 12 anneal)."),
         common=COMMON,
-        tuning=TUNING,
+        tuning=SWEPT,
+        sweeps=(
+            dense_sweep("saf", "credit.saf_opd.w_max"),
+            dense_sweep("grpo+opd", "credit.saf_opd.w_max"),
+        ),
     )

@@ -14,6 +14,7 @@ from rlvr_jax import pyfile
 from rlvr_jax.repro import page as page_lib
 from rlvr_jax.repro import records as records_lib
 from rlvr_jax.repro import runs as runs_lib
+from rlvr_jax.repro import sweeps as sweeps_lib
 from rlvr_jax.repro.results import collect
 from rlvr_jax.repro.spec import Reproduction
 
@@ -61,60 +62,33 @@ def _restore_all(runs, trained, records: Path, prefer, some_arms: bool, echo) ->
     return restored
 
 
-def reproduce(
+def _run_phase(
     repro: Reproduction,
     seeds: list[int],
-    root: str | Path,
+    root: Path,
+    records: Path,
     *,
-    launch: runs_lib.Launcher | None = None,
-    pin: str = "",
-    nice: int = 10,
-    train: bool = True,
-    retry_crashed: bool = False,
-    docs: Path = page_lib.DOCS,
-    records: Path | None = None,
-    plot: bool = True,
-    arms: tuple[str, ...] = (),
-    echo=print,
-) -> Path:
-    """Runs (or reuses) every arm × seed of `repro` and writes its page.
-
-    Args:
-      repro: the declaration.
-      seeds: the seeds every arm runs with.
-      root: where runs live (`<root>/runs/<key>/`).
-      launch: how a run's command is executed (default: a subprocess, pinned to
-        CPUs `pin` at niceness `nice` when `pin` is given).
-      train: False only tabulates what exists (no run is started or resumed).
-      retry_crashed: resume runs whose last attempt crashed.
-      docs: the directory of the pages.
-      records: where finished runs are kept in the repository (`rlvr_jax.repro.records`;
-        default `<docs>/records`): a run missing under `root` is restored from its
-        record, and every finished run's record is written.
-      plot: also draw the curves.
-      arms: train only these arms' runs (default every arm); the others are
-        tabulated from what exists or their records (whatever warm starts are
-        cached here), so an arm is added to a page without retraining the rest
-        (each claim still gets no verdict when its two arms started from different
-        warm-start weights).
-    Returns:
-      The page's path.
-    """
-    records = Path(records) if records is not None else Path(docs) / "records"
-    records_lib.rekey(records, echo=lambda *_: None)
-    runs = runs_lib.plan(repro, seeds, Path(root))
+    train_arms: set[str] | None,
+    launch,
+    pin: str,
+    nice: int,
+    retry_crashed: bool,
+    echo,
+) -> list[runs_lib.Run]:
+    """Restores, trains (the arms in `train_arms`; None = no training) and records
+    every arm × seed of `repro`; returns the runs with their manifests read afresh."""
+    runs = runs_lib.plan(repro, seeds, root)
     prefer = records_lib.preferred_weights(runs, records)
-    unknown = sorted(set(arms) - {a.name for a in repro.arms})
-    if unknown:
-        raise ValueError(f"{repro.slug}: no arm {unknown}; arms: {[a.name for a in repro.arms]}")
-    trained = [r for r in runs if train and (not arms or r.arm.name in arms)]
-    restored = _restore_all(runs, trained, records, prefer, bool(arms), echo)
+    names = {a.name for a in repro.arms}
+    some = train_arms is not None and train_arms != names
+    trained = [r for r in runs if train_arms is not None and r.arm.name in train_arms]
+    restored = _restore_all(runs, trained, records, prefer, some, echo)
     echo(
         f"{repro.slug}: {len(runs)} runs ({len({r.key for r in runs})} distinct"
         + (f", {restored} restored from {records}" if restored else "")
         + ")"
     )
-    if train:
+    if train_arms is not None:
         how = " ".join(runs_lib.pin_prefix(pin, nice)) or "not pinned"
         launch = launch or runs_lib.subprocess_launcher(pin, nice)
 
@@ -138,6 +112,85 @@ def reproduce(
                 r.manifest["status"] = runs_lib.DONE
     for r in runs:
         records_lib.save(r, records)
+    return runs
+
+
+def reproduce(
+    repro: Reproduction,
+    seeds: list[int],
+    root: str | Path,
+    *,
+    launch: runs_lib.Launcher | None = None,
+    pin: str = "",
+    nice: int = 10,
+    train: bool = True,
+    retry_crashed: bool = False,
+    docs: Path = page_lib.DOCS,
+    records: Path | None = None,
+    plot: bool = True,
+    arms: tuple[str, ...] = (),
+    echo=print,
+) -> Path:
+    """Runs (or reuses) every arm × seed of `repro` and writes its page.
+
+    A page with sweeps (`spec.Sweep`) first runs their candidates, chooses each
+    swept arm's value on the validation split (`rlvr_jax.repro.sweeps`), then runs
+    the arms with the chosen values; a swept arm whose candidates are not all
+    finished is not trained (its page row waits for the sweep).
+
+    Args:
+      repro: the declaration.
+      seeds: the seeds every arm runs with.
+      root: where runs live (`<root>/runs/<key>/`).
+      launch: how a run's command is executed (default: a subprocess, pinned to
+        CPUs `pin` at niceness `nice` when `pin` is given).
+      train: False only tabulates what exists (no run is started or resumed).
+      retry_crashed: resume runs whose last attempt crashed.
+      docs: the directory of the pages.
+      records: where finished runs are kept in the repository (`rlvr_jax.repro.records`;
+        default `<docs>/records`): a run missing under `root` is restored from its
+        record, and every finished run's record is written.
+      plot: also draw the curves.
+      arms: train only these arms' runs (default every arm; a swept arm's candidates
+        with it); the others are
+        tabulated from what exists or their records (whatever warm starts are
+        cached here), so an arm is added to a page without retraining the rest
+        (each claim still gets no verdict when its two arms started from different
+        warm-start weights).
+    Returns:
+      The page's path.
+    """
+    records = Path(records) if records is not None else Path(docs) / "records"
+    records_lib.rekey(records, echo=lambda *_: None)
+    unknown = sorted(set(arms) - {a.name for a in repro.arms})
+    if unknown:
+        raise ValueError(f"{repro.slug}: no arm {unknown}; arms: {[a.name for a in repro.arms]}")
+    wanted = set(arms or (a.name for a in repro.arms)) if train else None
+    kw = dict(launch=launch, pin=pin, nice=nice, retry_crashed=retry_crashed, echo=echo)
+    choices = {}
+    candidates = sweeps_lib.sweep_reproduction(repro)
+    if candidates is not None:
+        train_candidates = None
+        if wanted is not None:
+            train_candidates = {
+                sweeps_lib.candidate(repro.arm(s.arm), s, v).name
+                for s in repro.sweeps
+                for v in s.values
+                if s.arm in wanted
+            }
+        seeds_c = sweeps_lib.seeds(repro)
+        swept = _run_phase(
+            candidates, seeds_c, Path(root), records, train_arms=train_candidates, **kw
+        )
+        choices = sweeps_lib.choose(repro, collect(candidates, swept))
+        repro = sweeps_lib.resolve(repro, choices)
+        if wanted is not None:
+            waiting = sweeps_lib.unchosen(choices) & wanted
+            for arm in sorted(waiting):
+                echo(f"  {arm}: its sweep is not finished; the arm is not trained")
+            wanted -= waiting
+    runs = _run_phase(repro, seeds, Path(root), records, train_arms=wanted, **kw)
+    results = collect(repro, runs)
     return page_lib.write_page(
-        repro, collect(repro, runs), seeds=seeds, root=str(root), docs=docs, plot=plot
+        repro, results, seeds=seeds, root=str(root), docs=docs, plot=plot, choices=choices
     )

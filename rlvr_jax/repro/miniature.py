@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rlvr_jax.repro.spec import Arm
+from rlvr_jax.repro.spec import Arm, Metric, Sweep
 
 COMMON = {"eval.every": 5, "eval.num_problems": 256}
 
@@ -53,10 +53,31 @@ GRPO_OPD = Arm(
         "credit.saf_opd.sparsify": False,
         "credit.saf_opd.compress": False,
         "credit.saf_opd.schedule": False,
+        "log.grad_split": True,
     },
     role="baseline",
-    note="fixed-coefficient fusion A_t = A_GRPO + 1·(ℓ^T − ℓ^S) (SAF with every stage off)",
+    note="fixed-coefficient fusion A_t = A_GRPO + w·(ℓ^T − ℓ^S) (SAF with every stage off; "
+    "w = `credit.saf_opd.w_max`, chosen on the validation split where the page sweeps it)",
 )
+# The sweep every arm that adds a dense teacher term to an outcome advantage gets (the
+# method and its baseline alike): the dense term's coefficient, chosen on the validation
+# split by each value's run at seed 0 (`rlvr_jax.repro.sweeps`).
+DENSE_COEFS = (0.1, 0.3, 1.0)
+GRAD_RATIO = Metric(
+    "dense/outcome",
+    "grad_split/dense_over_outcome",
+    reduce="mean",
+    fmt="{:.2f}",
+    doc="per-step ratio of the dense term's policy-gradient norm to the outcome "
+    "advantages', mean over steps (`log.grad_split`)",
+)
+
+
+def dense_sweep(arm: str, field: str) -> Sweep:
+    """The dense-coefficient sweep of `arm` (its coefficient is `field`)."""
+    return Sweep(arm, field, DENSE_COEFS)
+
+
 OPSD = Arm(
     "opsd",
     "dash/dash.py",
@@ -99,6 +120,13 @@ def shrunk(task: str = "Countdown", extra: str = "") -> str:
     )
     return text + (" " + extra if extra else "")
 
+
+SWEPT = (
+    "the dense term's coefficient of every arm that adds one to the outcome advantage was "
+    "chosen on the task's validation split (the sweep below; method and baseline alike); "
+    "every other value is the experiment config's, fixed before any run here; nothing was "
+    "chosen on the evaluation problems."
+)
 
 TUNING = (
     "none tuned for this page: every value is the experiment config's (the paper's where the "

@@ -15,6 +15,7 @@ from typing import Any
 
 from rlvr_jax.repro import pipelines
 from rlvr_jax.repro import runs as runs_lib
+from rlvr_jax.repro import sweeps as sweeps_lib
 from rlvr_jax.repro.metrics import PASS_1_BEFORE
 from rlvr_jax.repro.plot import plot_arms
 from rlvr_jax.repro.results import (
@@ -269,7 +270,13 @@ def warm_start_line(weights: dict[str, list[str]]) -> str:
 
 
 def page_text(
-    repro: Reproduction, results: list[RunResult], *, seeds: list[int], root: str, png: str = ""
+    repro: Reproduction,
+    results: list[RunResult],
+    *,
+    seeds: list[int],
+    root: str,
+    png: str = "",
+    choices: dict | None = None,
 ) -> str:
     """The markdown page of a reproduction."""
     claims = claim_results(repro, results)
@@ -294,6 +301,10 @@ def page_text(
     out += [
         "## Setup\n",
         _setup(repro, results),
+    ]
+    if repro.sweeps:
+        out.append(sweeps_lib.table(repro, choices or {}))
+    out += [
         "## Results (mean ± sd over seeds; Δ to the baseline ± its s.e.)\n",
         results_table(repro, results),
     ]
@@ -322,7 +333,9 @@ def page_text(
     return "\n".join(out)
 
 
-def page_summary(repro: Reproduction, results: list[RunResult], seeds: list[int]) -> dict:
+def page_summary(
+    repro: Reproduction, results: list[RunResult], seeds: list[int], choices: dict | None = None
+) -> dict:
     """The machine-readable summary that `docs/reproductions.md` is built from."""
     claims = claim_results(repro, results)
     facts = page_facts(results)
@@ -346,7 +359,7 @@ def page_summary(repro: Reproduction, results: list[RunResult], seeds: list[int]
                 "verdict": c.verdict,
             }
         )
-    return {
+    out = {
         "slug": repro.slug,
         "paper": repro.paper,
         "arms": [a.name for a in repro.arms],
@@ -358,6 +371,9 @@ def page_summary(repro: Reproduction, results: list[RunResult], seeds: list[int]
         "commits": facts["commits"],
         "date": datetime.date.today().isoformat(),
     }
+    if choices:
+        out["sweeps"] = sweeps_lib.summary(choices)
+    return out
 
 
 def write_page(
@@ -368,6 +384,7 @@ def write_page(
     root: str,
     docs=DOCS,
     plot: bool = True,
+    choices: dict | None = None,
 ) -> Path:
     """Writes `<docs>/<slug>.md`, `.png` (unless not `plot`) and `.json`; returns the .md path."""
     docs = Path(docs)
@@ -376,7 +393,8 @@ def write_page(
     if plot:
         plot_arms(repro, results, png)
     md = docs / f"{repro.slug}.md"
-    md.write_text(page_text(repro, results, seeds=seeds, root=root, png=png.name if plot else ""))
-    summary = page_summary(repro, results, seeds)
+    png_name = png.name if plot else ""
+    md.write_text(page_text(repro, results, seeds=seeds, root=root, png=png_name, choices=choices))
+    summary = page_summary(repro, results, seeds, choices)
     (docs / f"{repro.slug}.json").write_text(json.dumps(summary, indent=2) + "\n")
     return md

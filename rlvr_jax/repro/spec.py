@@ -171,6 +171,53 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A coefficient of one arm chosen on the validation split, never the test split.
+
+    Each value in `values` is a run of the arm with `field` set to it, for each seed
+    of `seeds`, that also evaluates `validation_problems` problems of the task's
+    validation split after its last step (`eval.validation_problems`). The value with
+    the highest mean validation `metric` (the first in `values` on a tie) is the
+    arm's: its seeds run with it, so the sweep's run of the chosen value at a seed
+    the page uses is that seed's run of the arm. The page records every value's
+    result. A method and the baseline it is compared with get the same sweep (same
+    values and seeds; `Reproduction` checks it).
+
+    Attributes:
+      arm: the arm's name.
+      field: the config field path of the coefficient ("credit.rstg.coef").
+      values: the candidates, in the order the page lists them.
+      seeds: the seeds each value runs with.
+      metric: the eval key compared on the validation split ("pass@1").
+      validation_problems: how many validation problems each run evaluates.
+    """
+
+    arm: str
+    field: str
+    values: tuple[float, ...]
+    seeds: tuple[int, ...] = (0,)
+    metric: str = "pass@1"
+    validation_problems: int = 256
+
+    def __post_init__(self):
+        if len(self.values) < 2 or len(set(self.values)) != len(self.values) or not self.seeds:
+            raise ValueError(
+                f"sweep of arm {self.arm!r}: values {self.values} must be >= 2 distinct values "
+                f"and seeds {self.seeds} not empty"
+            )
+        if self.validation_problems < 1:
+            raise ValueError(
+                f"sweep of arm {self.arm!r}: validation_problems = {self.validation_problems}; "
+                "must be >= 1"
+            )
+
+    def same_design(self, other: Sweep) -> bool:
+        """Same values, seeds, metric and validation size (the field may differ)."""
+        keys = ("values", "seeds", "metric", "validation_problems")
+        return all(getattr(self, k) == getattr(other, k) for k in keys)
+
+
+@dataclasses.dataclass(frozen=True)
 class Reproduction:
     """A paper's headline comparison in miniature.
 
@@ -187,6 +234,8 @@ class Reproduction:
       shrunk: what is smaller than in the paper, in words.
       tuning: how the hyperparameters were chosen (never on the evaluation problems).
       notes: anything else the page must say (known differences from the paper).
+      sweeps: coefficients chosen on the validation split, one `Sweep` per arm at
+        most, all with the same design (`rlvr_jax.repro.sweeps`).
     """
 
     slug: str
@@ -199,6 +248,7 @@ class Reproduction:
     shrunk: str = ""
     tuning: str = ""
     notes: str = ""
+    sweeps: tuple[Sweep, ...] = ()
 
     def __post_init__(self):
         names = [a.name for a in self.arms]
@@ -223,6 +273,19 @@ class Reproduction:
                         f"{where}: claim {c.text[:40]!r} {field} names metric {metric!r}; "
                         f"metrics: {metric_names}"
                     )
+
+        swept = [s.arm for s in self.sweeps]
+        for s in self.sweeps:
+            if s.arm not in names:
+                raise ValueError(f"{where}: sweep of arm {s.arm!r}; arms: {names}")
+            if not s.same_design(self.sweeps[0]):
+                raise ValueError(
+                    f"{where}: the sweep of arm {s.arm!r} differs from that of "
+                    f"{self.sweeps[0].arm!r} in values, seeds, metric or size: every swept arm "
+                    "gets the same sweep"
+                )
+        if len(set(swept)) != len(swept):
+            raise ValueError(f"{where}: an arm has two sweeps: {swept}")
 
     def arm(self, name: str) -> Arm:
         return next(a for a in self.arms if a.name == name)

@@ -118,7 +118,10 @@ def summary_text(docs: Path, experiments: Path = EXPERIMENTS) -> str:
         "machine whose warm-start cache (`~/.cache/rlvr_jax/warmstart`) holds other weights "
         "restores only the records made on those; rebuild the recorded pages there with an "
         "empty cache (`HOME=$(mktemp -d) python scripts/reproduce.py <slug> --no-train "
-        "--root $(mktemp -d)`).\n",
+        "--root $(mktemp -d)`). Where an arm adds a dense teacher or self-teacher term to "
+        "the outcome advantage, that term's coefficient is chosen on the task's validation "
+        "split, for the method and its baseline alike, by a sweep its page records "
+        "(`Reproduction.sweeps`); the test split is never used to choose.\n",
         f"Verdict rule: {stats.RULE}\n",
         f"Counts: {counts_line(counts(table))}.\n",
         "| slug | paper's claim | our arms | our result | verdict | link |",

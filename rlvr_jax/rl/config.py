@@ -202,6 +202,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.eval.n_samples = 8  # n: pass@1 and pass@n (unbiased), avg@n
     c.eval.temperature = 1.0
     c.eval.at_start = True  # evaluate the initial policy (the "before" row)
+    # Problems of the validation split also evaluated after the last step (logged as
+    # val/pass@1, ...; 0 = none): for choosing hyperparameters, never on the test split.
+    c.eval.validation_problems = 0
 
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.every = 10  # RL steps between checkpoints (also saved at the end)

@@ -164,14 +164,16 @@ class Trainer:
         return metrics
 
     # ---------------------------------------------------------------- evaluate
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self, split: str = "", num_problems: int = 0) -> dict[str, Any]:
         """Held-out pass@1 / pass@n / avg@n of the current policy, and the task's own
-        evaluation against the initial policy where it has one (`rollout.EVALUATORS`)."""
+        evaluation against the initial policy where it has one (`rollout.EVALUATORS`),
+        on `split` / `num_problems` (default: `eval.split` / `eval.num_problems`)."""
         c, p = self.c, self.parts
+        split, num_problems = split or c.eval.split, num_problems or c.eval.num_problems
         self._sync_model()
         kw = dict(
-            split=c.eval.split,
-            num_problems=c.eval.num_problems,
+            split=split,
+            num_problems=num_problems,
             n_samples=c.eval.n_samples,
             temperature=c.eval.temperature,
             max_new_tokens=c.rollout.max_new_tokens,
@@ -191,7 +193,7 @@ class Trainer:
         out["mean_response_tokens"] = res["mean_response_tokens"]
         out.update(res["task_metrics"])  # e.g. Countdown's coverage, entrance entropy
         if c.task.name in EVALUATORS:  # e.g. "who is the spy" games vs the initial policy
-            problems = p.task.problems(c.eval.num_problems, c.eval.split)
+            problems = p.task.problems(num_problems, split)
             params = SamplingParams(
                 temperature=c.eval.temperature,
                 max_new_tokens=c.rollout.max_new_tokens,
@@ -285,6 +287,10 @@ class Trainer:
             final = last_eval[1]  # the rule ended the run right after this evaluation
         else:
             final = self.evaluate()
+        if c.eval.validation_problems:  # for choosing hyperparameters (repro sweeps)
+            val = self.evaluate("validation", c.eval.validation_problems)
+            final = final | {f"val/{k}": v for k, v in val.items()}
+        if final is not last_eval[1]:  # a step logged twice keeps its last record
             self.io.log_eval(step, final)
         self.io.finish(p.model if c.checkpoint.export_final else None, p.tokenizer)
         return final

@@ -240,6 +240,7 @@ def _check_ranges(c: ml_collections.ConfigDict) -> None:
         1: ("checkpoint.every", "checkpoint.keep", "eval.n_samples", "eval.num_problems",
             "task.train_size"),
         0: ("train.micro_batch_size", "eval.every", "optimizer.warmup_steps", "rollout.top_k",
+            "eval.validation_problems",
             "eval.temperature", "rollout.temperature", "optimizer.weight_decay",
             "optimizer.clip_norm", "loss.kl_coef", "loss.kl_reward_coef", "loss.tis_cap",
             "loss.constant", "loss.kl_clamp", "log.progress_every_s", "guard.max_grad_norm",

@@ -188,3 +188,30 @@ def test_kl_in_the_reward_uses_the_configured_estimator(kind, tmp_path):
     want = g.rewards - 0.5 * np.where(m, kl, 0.0).sum(-1)
     assert np.abs(d).max() > 1e-3  # the policy really moved off the reference
     np.testing.assert_allclose(b.rewards_B, want, rtol=1e-5, atol=1e-5)
+
+
+def test_validation_problems_are_evaluated_once_after_the_last_step(tmp_path, monkeypatch):
+    """`eval.validation_problems` adds the validation split's evaluation to the final
+    record only (val/...), on that split and size; the test-split keys stay as they were."""
+    calls, original = [], trainer_lib.Trainer.evaluate
+
+    def spy(self, split="", num_problems=0):
+        out = original(self, split, num_problems)
+        problems = self.parts.task.problems(num_problems or self.c.eval.num_problems,
+                                            split or self.c.eval.split)  # fmt: skip
+        calls.append((split, num_problems, [p.id for p in problems], out["pass@1"]))
+        return out
+
+    monkeypatch.setattr(trainer_lib.Trainer, "evaluate", spy)
+    c = _pulse()
+    c.eval.validation_problems = 3
+    result = trainer_lib.train(c, tmp_path)
+    assert [(s, n) for s, n, _, _ in calls] == [("", 0), ("validation", 3)]
+    assert all(i.split("/")[1] == "validation" for i in calls[1][2]) and len(calls[1][2]) == 3
+    _, evals = _train_lines(tmp_path)
+    assert [x["step"] for x in evals] == [3]
+    assert evals[0]["val/pass@1"] == calls[1][3] == result["val/pass@1"]
+    assert evals[0]["pass@1"] == calls[0][3]
+    c.eval.validation_problems = -1
+    with pytest.raises(ValueError, match="eval.validation_problems"):
+        trainer_lib.train(c, tmp_path / "bad")
