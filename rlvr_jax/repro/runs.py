@@ -157,14 +157,14 @@ def command(
 
 
 @functools.cache
+def _cache_name(domain: str, role: str) -> str:
+    """The cache directory name of the registered warm start (domain, role)."""
+    return warmstart.model_dir(warmstart.SPECS[domain, role], warmstart.default_tokenizer()).name
+
+
 def _warm_start_dirs(domain: str) -> tuple[str, ...]:
-    """Cache directory names of the registered warm starts of `domain` (both roles)."""
-    tok = warmstart.default_tokenizer()
-    return tuple(
-        warmstart.model_dir(warmstart.SPECS[domain, r], tok).name
-        for r in warmstart.ROLES
-        if (domain, r) in warmstart.SPECS
-    )
+    """Cache directory names of the registered warm starts of `domain` (every role)."""
+    return tuple(_cache_name(domain, r) for r in warmstart.ROLES if (domain, r) in warmstart.SPECS)
 
 
 def warm_start_names(config: dict[str, Any]) -> list[str]:
@@ -218,18 +218,11 @@ def used_warm_starts(config: Mapping[str, Any]) -> set[str] | None:
             used.add((o.get("domain") or model["domain"], o["role"]))
         elif name == "first_mistake" and o.get("locator") == "judge":
             used.add((o.get("judge_domain") or model["domain"], o.get("judge_role", "judge")))
-    tok = warmstart.default_tokenizer()
-    return {
-        warmstart.model_dir(warmstart.SPECS[d, r], tok).name
-        for d, r in used
-        if (d, r) in warmstart.SPECS
-    }
+    return {_cache_name(d, r) for d, r in used if (d, r) in warmstart.SPECS}
 
 
-@functools.cache
 def _registered_names() -> frozenset[str]:
-    tok = warmstart.default_tokenizer()
-    return frozenset(warmstart.model_dir(s, tok).name for s in warmstart.SPECS.values())
+    return frozenset(_cache_name(d, r) for d, r in warmstart.SPECS)
 
 
 def weights_used(weights: Mapping[str, str], config: Mapping[str, Any]) -> dict[str, str]:

@@ -92,6 +92,17 @@ class Groups:
         out["info"] = {k: v[r] for k, v in self.info.items()}
         return out
 
+    def replace_rows(self, pairs, other: Groups, off_batch: tuple[int, int]) -> Groups:
+        """Self with row `slot` replaced by `other`'s row `src` for each (slot, src) in
+        `pairs`, without `info` (the caller sets it for the new rows), and `off_batch`
+        the (rollouts, tokens) generated for this batch beyond its rows."""
+        out = [dict(self.row(r), info={}) for r in range(len(self.group))]
+        for slot, src in pairs:
+            out[slot] = dict(other.row(src), info={})
+        groups = stack_rows(out, self.group, self.valid, self.problems)
+        groups.off_batch = off_batch
+        return groups
+
     def with_prompts(self, rows_R: np.ndarray, prompts_R) -> Groups:
         """The rows `rows_R` (bool [R]) with their prompt replaced by `prompts_R[r]`.
 

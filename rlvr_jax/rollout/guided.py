@@ -40,7 +40,7 @@ import numpy as np
 
 from rlvr_jax.registry import in_range
 from rlvr_jax.rollout.base import ROLLOUTS, Request, RolloutContext, scored_groups
-from rlvr_jax.rollout.groups import Groups, stack_rows
+from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.rollout.plain import plain_prompts, sample_rows
 from rlvr_jax.tokenizers import encode_prompt
 
@@ -126,10 +126,9 @@ def _guide_cliffs(ctx: RolloutContext, first, guided_prompts, plain) -> Groups:
         redo = scored_groups(sub, sample_rows(sub, [guided_prompts[g] for g in req.group_R[rows]]))
         redo = redo.with_prompts(np.ones(len(rows), bool), [plain[r] for r in rows])
         replaced = groups.lengths[rows]
-        out = [groups.row(r) for r in range(len(groups.group))]
-        for i, r in enumerate(rows):
-            out[r] = dict(redo.row(i), info={})
-        groups = stack_rows(out, groups.group, groups.valid, groups.problems)
-        groups.off_batch = (len(rows), int(replaced.sum()))  # the plain rows they replaced
+        # Off the batch: the plain rows the guided ones replaced.
+        groups = groups.replace_rows(
+            zip(rows, range(len(rows)), strict=True), redo, (len(rows), int(replaced.sum()))
+        )
     groups.info = {"guided_B": is_guided, "cliff_B": cliff[groups.group]}
     return groups

@@ -45,7 +45,7 @@ from rlvr_jax.models import lora
 from rlvr_jax.models.scoring import token_logps
 from rlvr_jax.registry import in_range
 from rlvr_jax.rollout.base import ROLLOUTS, Request, RolloutContext, scored_groups
-from rlvr_jax.rollout.groups import Groups, stack_rows
+from rlvr_jax.rollout.groups import Groups
 from rlvr_jax.rollout.plain import plain
 from rlvr_jax.sampling import Sampler
 from rlvr_jax.tokenizers import encode_prompt, end_of_turn_id
@@ -201,17 +201,16 @@ def lora_scaffold(ctx: RolloutContext, *, rank, alpha, steps, lr, rerolls, max_s
         )
         ro.group = sub.group_R
         rerolled = scored_groups(sub_ctx, ro)  # μ: the adapter's log-probs
-        rows = [groups.row(r) for r in range(len(groups.group))]
+        pairs = []
         for c, g in enumerate(targets):
             wins = np.flatnonzero((rerolled.group == c) & rerolled.correct)
             slots = np.flatnonzero(groups.group == g)
             k = min(len(wins), max_splice or len(slots) // 2)
-            for slot, win in zip(slots[:k], wins[:k], strict=True):
-                rows[slot] = dict(rerolled.row(win), info={})
-                spliced[slot] = True
-        groups = stack_rows(rows, groups.group, groups.valid, groups.problems)
+            pairs += zip(slots[:k], wins[:k], strict=True)
+            spliced[slots[:k]] = True
         # Every re-roll was generated for this step: the budget counts them, spliced or not
         # (the spliced ones replaced rows that were generated too).
-        groups.off_batch = (len(rerolled.group), int(rerolled.lengths.sum()))
+        off = (len(rerolled.group), int(rerolled.lengths.sum()))
+        groups = groups.replace_rows(pairs, rerolled, off)
     groups.info = {"cliff_B": cliff[groups.group], "scaffold_B": spliced}
     return groups

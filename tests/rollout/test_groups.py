@@ -84,3 +84,16 @@ def test_split_subgroups_makes_each_group_subgroup_pair_a_group():
     g.info["subgroup_B"] = np.array([0, 1, 0, 1, 0, 0, 0, 0])
     with pytest.raises(ValueError, match="not contiguous"):
         g.split_subgroups()
+
+
+def test_replace_rows_splices_other_rows_and_counts_work_off_the_batch():
+    g = make_groups([[0, 0], [1, 0]], length=6)
+    other = make_groups([[1, 1, 1]], length=8)
+    other.tokens[:] = other.tokens + 100
+    out = g.replace_rows([(1, 2), (3, 0)], other, off_batch=(3, 12))
+    assert out.tokens.shape == (4, 8) and out.off_batch == (3, 12)
+    np.testing.assert_array_equal(out.tokens[[1, 3]], other.tokens[[2, 0]])
+    np.testing.assert_array_equal(out.tokens[[0, 2], 2:], g.tokens[[0, 2]])
+    np.testing.assert_array_equal(out.rewards, [0, 1, 1, 1])
+    np.testing.assert_array_equal(out.group, g.group)  # slots keep their group
+    assert out.info == {} and g.off_batch == (0, 0)  # self unchanged
