@@ -240,6 +240,35 @@ def test_the_page_shows_a_run_another_harness_finished_meanwhile(tmp_path, fake)
     assert "| grpo | 0 | done |" in page and "| sara | 0 | done |" in page
 
 
+def test_a_run_left_untrained_is_recorded_as_another_harness_finished_it(tmp_path, fake):
+    """`arms=` trains SARA only; GRPO, finished by another harness meanwhile, is read
+    afresh before its record is written (a stale manifest would record no attempt)."""
+    from rlvr_jax.repro import records as records_lib
+
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    grpo = runs_lib.plan(repro, [0], tmp_path / "root")[0]
+
+    def launch(run, log):
+        if not fake.calls:  # the other harness finishes GRPO while this one trains SARA
+            runs_lib.execute(grpo, fake, echo=lambda *_: None)
+        return fake(run, log)
+
+    page = reproduce(
+        repro,
+        [0],
+        tmp_path / "root",
+        launch=launch,
+        docs=tmp_path / "docs",
+        echo=lambda *_: None,
+        plot=False,
+        arms=("sara",),
+    ).read_text()
+    assert fake.calls == [("grpo", 0), ("sara", 0)]
+    assert "| grpo | 0 | done |" in page
+    rec = records_lib.load(records_lib.path(tmp_path / "docs" / "records", grpo.key))
+    assert len(rec["manifest"]["attempts"]) == 1
+
+
 def test_each_attempt_records_the_warm_start_weights_it_used(tmp_path, monkeypatch, fake):
     from rlvr_jax.train import warmstart
 
