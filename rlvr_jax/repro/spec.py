@@ -19,6 +19,10 @@ Every override is a config field path (as on the command line, without the
 `--config.` prefix). `Reproduction.common` holds the overrides every arm gets
 (the miniature's shrinkage); an arm's own overrides win. Two arms of any two
 reproductions that resolve to the same config and seed are the same run.
+A coefficient that must be chosen (the weight of a dense teacher term added to an
+outcome advantage) is declared as a `Sweep` of its arm, and of the baseline it is
+compared with: the harness runs each value, evaluates it on the task's validation
+split, and runs the arm with the best one (`rlvr_jax.repro.sweeps`).
 """
 
 from __future__ import annotations
