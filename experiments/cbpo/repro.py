@@ -78,6 +78,7 @@ def get_reproduction() -> Reproduction:
                 "cbpo",
                 "grpo",
                 "higher",
+                exercised="node CBV",
             ),
             Claim(
                 "CBPO beats policy-optimization baselines (credit renormalised to sum to 0)",
@@ -85,6 +86,7 @@ def get_reproduction() -> Reproduction:
                 "cbpo_zero_sum",
                 "grpo",
                 "higher",
+                exercised="node CBV",
             ),
             Claim(
                 "CBPO beats policy-optimization baselines (tool_lookup episodes)",
@@ -92,6 +94,7 @@ def get_reproduction() -> Reproduction:
                 "cbpo@tool",
                 "grpo@tool",
                 "higher",
+                exercised="node CBV",
             ),
         ),
         shrunk=shrunk(
