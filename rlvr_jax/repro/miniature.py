@@ -62,7 +62,7 @@ GRPO_OPD = Arm(
 # The sweep every arm that adds a dense teacher term to an outcome advantage gets (the
 # method and its baseline alike): the dense term's coefficient, chosen on the validation
 # split by each value's run at seed 0 (`rlvr_jax.repro.sweeps`).
-DENSE_COEFS = (0.1, 0.3, 1.0)
+DENSE_COEFS = (0.03, 0.1, 0.3, 1.0)
 GRAD_RATIO = Metric(
     "dense/outcome",
     "grad_split/dense_over_outcome",
