@@ -30,6 +30,11 @@ JUDGE_ERRORS = tuple(
         ("spurious", "although the exact locator finds none"),
     )
 )
+# The judge's measured error rate: (early + late + missed) / (early + exact + late +
+# missed), mean over its arm's steps, was 0.394, 0.391 and 0.455 in seeds 0, 1, 2 (runs of
+# 2026-12-07 on the shipped arithmetic base and judge): the noisy arm moves located
+# mistakes at their mean, 0.41, uniformly over the row (the judge errs mostly late).
+JUDGE_ERROR_RATE = 0.41
 LOCATED = Metric(
     "located",
     "first_mistake/located_frac",
@@ -66,6 +71,14 @@ def get_reproduction() -> Reproduction:
                 note="the same credit with the first mistake from the exact step verifier "
                 "(an oracle teacher)",
             ),
+            Arm(
+                "cliff-noisy",
+                "cliff/cliff_noisy.py",
+                {"score.first_mistake.error_rate": JUDGE_ERROR_RATE},
+                role="ablation",
+                note="the same credit with the exact locator's mistakes moved, with the "
+                f"judge's measured error rate {JUDGE_ERROR_RATE}, to a uniformly drawn token",
+            ),
             GRPO_ARITHMETIC,
             Arm(
                 "opd",
@@ -100,6 +113,15 @@ def get_reproduction() -> Reproduction:
                 "(ablation) Cliff's rule with the exact locator outperforms GRPO",
                 "pass@1",
                 "cliff-exact",
+                "grpo",
+                "higher",
+                exercised="located",
+            ),
+            Claim(
+                "(ablation) Cliff's rule with uniform locator errors at the judge's rate "
+                "outperforms GRPO",
+                "pass@1",
+                "cliff-noisy",
                 "grpo",
                 "higher",
                 exercised="located",
