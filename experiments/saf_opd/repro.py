@@ -40,6 +40,7 @@ def get_reproduction() -> Reproduction:
                 "grpo+opd",
                 "higher",
                 paper="+0.51 to +2.70",
+                exercised="dense/outcome",
             ),
             Claim(
                 "SAF avoids the entropy collapse of fixed fusion",
