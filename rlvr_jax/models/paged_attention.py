@@ -14,10 +14,11 @@ dense cache's `k_BxKxHxS` / `v_BxKxSxH` (S = M·Z), so both attention products
 stay plain batched matmuls with the contraction on the fast axis.
 
 Page NULL_PAGE (id 0) is reserved: the pool never hands it out, page tables are
-padded with it, and writes that have no page of their own (idle rows, slots past
-a row's table) land there. Its contents are garbage but finite, and no
-unmasked query ever reads it. Stores must hold finite values everywhere (start
-from zeros): a masked slot still enters the matmuls with weight 0.
+padded with it, and writes that have no page of their own (idle rows, padding
+tokens, slots past a row's table) land there. Its contents are garbage but
+finite, and no unmasked query ever reads it. Stores must hold finite values
+everywhere (start from zeros): a masked slot still enters the matmuls with
+weight 0.
 
 Mask rule (models/attention.py's, with per-row offsets): query t of row b
 attends slot s iff `s <= q_offset_B[b] + t` and `s < kv_len_B[b]`. A query that
@@ -120,14 +121,25 @@ def paged_attention(
     return jnp.transpose(out, (0, 2, 1, 3, 4)).reshape(b, t, n, h)
 
 
-def write_kv(k_pages_PxKxHxZ, v_pages_PxKxZxH, page_table_BxM, slot_B, k_BxKxHxT, v_BxKxTxH):
+def write_kv(
+    k_pages_PxKxHxZ,
+    v_pages_PxKxZxH,
+    page_table_BxM,
+    slot_B,
+    k_BxKxHxT,
+    v_BxKxTxH,
+    n_valid_B=None,
+):
     """Scatters T new tokens per row into their pages (a functional update).
 
     Token t of row b goes to slot `slot_B[b] + t`: page `page_table_BxM[b, slot // Z]`,
     offset `slot % Z`. Slots past the end of the table go to NULL_PAGE, as do
     slots whose table entry is NULL_PAGE (idle rows, padding past a row's
-    pages). The caller (the pool) guarantees that no two rows write one slot of
-    a real page: the pages a row writes are its own (refcount 1).
+    pages) and, with `n_valid_B`, every token t >= n_valid_B[b] (the padding of
+    a row with fewer new tokens than T, which must not touch the slots after
+    its own: they may lie in a page another row shares). The caller (the pool)
+    guarantees that no two rows write one slot of a real page: the pages a row
+    writes are its own (refcount 1).
 
     Args:
       k_pages_PxKxHxZ, v_pages_PxKxZxH: the layer's page store.
@@ -135,6 +147,8 @@ def write_kv(k_pages_PxKxHxZ, v_pages_PxKxZxH, page_table_BxM, slot_B, k_BxKxHxT
       slot_B: int32, the slot of each row's first new token.
       k_BxKxHxT: new keys (slots last, as in the dense cache); cast to the store dtype.
       v_BxKxTxH: new values.
+      n_valid_B: optional int32, how many of the T tokens of each row are real
+        (default: all T).
     Returns:
       (new k_pages_PxKxHxZ, new v_pages_PxKxZxH).
     """
@@ -145,7 +159,10 @@ def write_kv(k_pages_PxKxHxZ, v_pages_PxKxZxH, page_table_BxM, slot_B, k_BxKxHxT
     slot_BxT = jnp.asarray(slot_B, jnp.int32)[:, None] + jnp.arange(t)
     index_BxT = slot_BxT // z
     page_BxT = jnp.take_along_axis(page_table_BxM, jnp.clip(index_BxT, 0, m_pages - 1), axis=1)
-    page_BxT = jnp.where(index_BxT < m_pages, page_BxT, NULL_PAGE)
+    keep_BxT = index_BxT < m_pages
+    if n_valid_B is not None:
+        keep_BxT &= jnp.arange(t)[None, :] < jnp.asarray(n_valid_B, jnp.int32)[:, None]
+    page_BxT = jnp.where(keep_BxT, page_BxT, NULL_PAGE)
     off_BxT = slot_BxT % z
     # Advanced indices split by slices put their [B, T] dims first: the values are [B, T, K, H].
     k_new = k_pages_PxKxHxZ.at[page_BxT, :, :, off_BxT].set(
