@@ -20,6 +20,10 @@ finite, and no unmasked query ever reads it. Stores must hold finite values
 everywhere (start from zeros): a masked slot still enters the matmuls with
 weight 0.
 
+`PagedKV` bundles one layer's store with one call's page table, offsets and
+new-token counts: `models.layers.Attention` takes it in place of the dense
+cache and calls `write_and_attend` (see models/paged_forward.py).
+
 Mask rule (models/attention.py's, with per-row offsets): query t of row b
 attends slot s iff `s <= q_offset_B[b] + t` and `s < kv_len_B[b]`. A query that
 sees no slot returns zeros. Forward only: used for prefill and decode, never
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from rlvr_jax.models.attention import MASK_VALUE
 
@@ -192,3 +197,58 @@ def copy_pages(k_pages_PxKxHxZ, v_pages_PxKxZxH, src_C, dst_C):
         k_pages_PxKxHxZ.at[dst_C].set(k_pages_PxKxHxZ[src_C]),
         v_pages_PxKxZxH.at[dst_C].set(v_pages_PxKxZxH[src_C]),
     )
+
+
+@struct.dataclass
+class PagedKV:
+    """One layer's page store and one call's addressing: a paged cache as Attention sees it.
+
+    `models.layers.Attention` takes it in place of the dense (k, v) pair: the
+    cache kind (a Python type, so static under jit) picks the kernel, and the
+    layer's projections, norms and RoPE are the same code for both. Built per
+    layer by `models.paged_forward.paged_forward`.
+
+    Attributes:
+      k_pages_PxKxHxZ, v_pages_PxKxZxH: the layer's store.
+      page_table_BxM: int32 page ids per row (NULL_PAGE padded).
+      q_offset_B: int32, the slot (= position) of each row's first new token.
+      n_new_B: int32, real new tokens per row (the rest of the T are padding
+        and write to NULL_PAGE); kv_len = q_offset + n_new.
+      block_pages: pages per softmax block of `paged_attention` (static).
+    """
+
+    k_pages_PxKxHxZ: jax.Array
+    v_pages_PxKxZxH: jax.Array
+    page_table_BxM: jax.Array
+    q_offset_B: jax.Array
+    n_new_B: jax.Array
+    block_pages: int = struct.field(pytree_node=False, default=8)
+
+    def write_and_attend(self, q_BxTxNxH, k_BxKxHxT, v_BxKxTxH):
+        """Writes the T new keys/values, then attends the T queries over the row's pages.
+
+        Args:
+          q_BxTxNxH: queries after RoPE.
+          k_BxKxHxT, v_BxKxTxH: the new keys (after RoPE) and values.
+        Returns:
+          (out_BxTxNxH, PagedKV holding the updated store).
+        """
+        k_pages, v_pages = write_kv(
+            self.k_pages_PxKxHxZ,
+            self.v_pages_PxKxZxH,
+            self.page_table_BxM,
+            self.q_offset_B,
+            k_BxKxHxT,
+            v_BxKxTxH,
+            n_valid_B=self.n_new_B,
+        )
+        out = paged_attention(
+            q_BxTxNxH,
+            k_pages,
+            v_pages,
+            self.page_table_BxM,
+            self.q_offset_B,
+            self.q_offset_B + self.n_new_B,
+            block_pages=self.block_pages,
+        )
+        return out, self.replace(k_pages_PxKxHxZ=k_pages, v_pages_PxKxZxH=v_pages)
