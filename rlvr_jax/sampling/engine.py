@@ -44,7 +44,13 @@ from rlvr_jax.models.paged_attention import NULL_PAGE
 from rlvr_jax.models.paged_forward import PagedKVCache
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.sampling import engine_step
-from rlvr_jax.sampling.engine_rollout import Request, RowResult, rollout_from_results
+from rlvr_jax.sampling.engine_rollout import (
+    Request,
+    RowResult,
+    check_requests,
+    requests_for,
+    rollout_from_results,
+)
 from rlvr_jax.sampling.generate import MAX_STOP_IDS
 from rlvr_jax.sampling.pages import PagePool
 from rlvr_jax.sampling.sampler import Rollout, SamplingParams
@@ -74,6 +80,20 @@ class _Row:
     @property
     def seq(self):
         return ("row", self.req.row_id)
+
+
+@dataclasses.dataclass(eq=False)
+class _Run:
+    """The host state of one `generate` call."""
+
+    fn_args: dict  # static arguments of the device programs (graphdef, block_pages)
+    state: object  # model state
+    key: jax.Array
+    slots: list  # [S] _Row or None
+    waiting: collections.deque  # rows to admit, head first
+    unforked: collections.Counter  # group -> rows not started yet
+    parents: dict = dataclasses.field(default_factory=dict)  # group -> fork length
+    admissions: int = 0
 
 
 class Engine:
@@ -140,23 +160,7 @@ class Engine:
         """
         if params.prompt_noise_sigma > 0:
             raise NotImplementedError("the engine has no prompt noise (noise_rows) yet")
-        rows = len(prompts) * params.n
-        if prefixes is not None and len(prefixes) != rows:
-            raise ValueError(f"got {len(prefixes)} prefixes for {rows} rows (prompts x n)")
-        requests = [
-            Request(
-                row_id=b,
-                prompt=tuple(prompts[b // params.n]),
-                group=b // params.n,
-                max_new_tokens=params.max_new_tokens,
-                prefix=() if prefixes is None else tuple(prefixes[b]),
-                temperature=params.temperature,
-                top_k=params.top_k,
-                top_p=params.top_p,
-                stop_token_ids=tuple(params.stop_token_ids),
-            )
-            for b in range(rows)
-        ]
+        requests = requests_for(prompts, params, prefixes)
         results = self.generate(requests, key, state=state)
         return rollout_from_results(
             requests, results, params.max_new_tokens, self.max_length, self.pad_id
@@ -175,55 +179,37 @@ class Engine:
           ValueError: a row is empty, too long for max_length, larger than the whole
             pool, has bad token ids, or repeats a row id; or a group's prompts differ.
         """
-        self._check(requests)
+        check_requests(requests, self.pool, self.config.vocab_size, self.max_length)
         self.stats = EngineStats()
         graphdef, current = nnx.split(self.model)
-        self._fn_args = dict(graphdef=graphdef, block_pages=self.block_pages)
-        self._state = current if state is None else state
-        self._key = key
-        self._slots: list[_Row | None] = [None] * self.slots
-        self._waiting = collections.deque(
-            _Row(r, list(r.prompt) + list(r.prefix), RowResult()) for r in requests
+        self._run = _Run(
+            fn_args=dict(graphdef=graphdef, block_pages=self.block_pages),
+            state=current if state is None else state,
+            key=key,
+            slots=[None] * self.slots,
+            waiting=collections.deque(
+                _Row(r, list(r.prompt) + list(r.prefix), RowResult()) for r in requests
+            ),
+            unforked=collections.Counter(r.group for r in requests),
         )
-        self._unforked = collections.Counter(r.group for r in requests)
-        self._parents: dict[int, int] = {}  # group -> fork length (len(prompt) - 1)
-        self._admissions = 0
-        results = {}
-        while self._waiting or any(self._slots):
-            self._admit()
-            if not any(self._slots):
-                if not self._parents:
-                    raise RuntimeError("no row can be admitted into an empty pool")  # unreachable
-                self._free_parents()  # parents of waiting groups block the head row
-                continue
-            for row in self._decode():
-                results[row.req.row_id] = row.out
-        self._free_parents()
+        run, results = self._run, {}
+        try:
+            while run.waiting or any(run.slots):
+                self._admit()
+                if not any(run.slots):
+                    if not run.parents:  # unreachable: check_fits holds every row alone
+                        raise RuntimeError("no row can be admitted into an empty pool")
+                    self._free_parents()  # parents of waiting groups block the head row
+                    continue
+                for row in self._decode():
+                    results[row.req.row_id] = row.out
+        finally:  # the pool ends empty, also after an error
+            for seq in self.pool.sequences():
+                self.pool.free(seq)
+            self._run = None
         return results
 
     # ----------------------------------------------------------------- private
-    def _check(self, requests):
-        ids = [r.row_id for r in requests]
-        if len(set(ids)) != len(ids):
-            raise ValueError("row ids repeat")
-        prompts = {}
-        for r in requests:
-            ctx = len(r.prompt) + len(r.prefix)
-            if len(r.prompt) == 0:
-                raise ValueError(f"row {r.row_id}: the prompt needs at least one token")
-            if ctx + r.max_new_tokens > self.max_length:
-                raise ValueError(
-                    f"row {r.row_id}: context of {ctx} tokens + max_new_tokens="
-                    f"{r.max_new_tokens} exceeds max_length={self.max_length}"
-                )
-            bad = [t for t in (*r.prompt, *r.prefix) if not 0 <= t < self.config.vocab_size]
-            if bad:
-                raise ValueError(f"row {r.row_id}: token id {bad[0]} outside the vocabulary")
-            if prompts.setdefault(r.group, r.prompt) != r.prompt:
-                raise ValueError(f"row {r.row_id}: group {r.group} has another prompt")
-            # Cached slots at the end: the last sampled token is never fed back.
-            self.pool.check_fits(r.row_id, ctx + r.max_new_tokens - 1)
-
     def _fork_plan(self, row: _Row, free: int, planned: set) -> tuple[int | None, int]:
         """(fork length or None, new pages) to admit row now, one decode slot included.
 
@@ -231,10 +217,11 @@ class Engine:
         or when it starts a group with rows still to start and parent plus fork fit
         in `free`; otherwise it prefills its whole context itself.
         """
+        run = self._run
         pool, g = self.pool, row.req.group
         whole = pool.pages_for(len(row.context))
-        have = g in self._parents or g in planned
-        if have or (not row.started and self._unforked[g] > 1):
+        have = g in run.parents or g in planned
+        if have or (not row.started and run.unforked[g] > 1):
             f = len(row.req.prompt) - 1
             parent = 0 if have else pool.pages_for(f)
             own = int(f % pool.page_size > 0) + whole - pool.pages_for(f)
@@ -248,16 +235,17 @@ class Engine:
         Pages the running rows need for their next token are held back, so an
         admission does not force a preemption at the next step.
         """
+        run = self._run
         pool, picked, planned = self.pool, [], set()
-        running = filter(None, self._slots)
+        running = filter(None, run.slots)
         budget = pool.num_free - sum(pool.pages_needed(row.seq, 1) for row in running)
-        while self._waiting and len(picked) < self._slots.count(None):
-            row = self._waiting[0]
+        while run.waiting and len(picked) < run.slots.count(None):
+            row = run.waiting[0]
             fork, need = self._fork_plan(row, budget, planned)
             if need > budget:
                 break
             budget -= need
-            picked.append((self._waiting.popleft(), fork))
+            picked.append((run.waiting.popleft(), fork))
             if fork is not None:
                 planned.add(row.req.group)
         if not picked:
@@ -265,8 +253,8 @@ class Engine:
         parents = []  # new parents: prefilled before anything forks from them
         for row, fork in picked:
             g = row.req.group
-            if fork is not None and g not in self._parents:
-                self._parents[g] = fork
+            if fork is not None and g not in run.parents:
+                run.parents[g] = fork
                 pool.add(("group", g), fork)
                 parents.append((("group", g), list(row.req.prompt[:fork]), 0))
         self._prefill(parents)
@@ -281,14 +269,14 @@ class Engine:
                 pool.append_tokens(row.seq, len(row.context) - 1 - fork)
             if not row.started:
                 row.started = True
-                self._unforked[g] -= 1
-            if self._unforked[g] == 0 and g in self._parents:
-                del self._parents[g]
+                run.unforked[g] -= 1
+            if run.unforked[g] == 0 and g in run.parents:
+                del run.parents[g]
                 pool.free(("group", g))
             own.append((row.seq, row.context[start:-1], start))
-            slot = self._slots.index(None)
-            self._slots[slot], row.admitted = row, self._admissions
-            self._admissions += 1
+            slot = run.slots.index(None)
+            run.slots[slot], row.admitted = row, run.admissions
+            run.admissions += 1
         if copies:
             src = np.full((self.slots,), NULL_PAGE, np.int32)
             dst = src.copy()
@@ -299,6 +287,7 @@ class Engine:
 
     def _prefill(self, items):
         """Writes [(seq, tokens, start slot)] into their allocated pages, C tokens per lane."""
+        run = self._run
         todo = [[seq, toks, start, 0] for seq, toks, start in items if toks]
         r, c = self.prefill_rows, self.chunk
         while todo:
@@ -311,7 +300,7 @@ class Engine:
             seqs = [lane[0] for lane in lanes] + [None] * (r - len(lanes))
             table = self.pool.page_table_array(seqs, self.table_width)
             self.cache = engine_step.prefill(
-                self._state, self.cache, tokens, table, offset, n_new, **self._fn_args
+                run.state, self.cache, tokens, table, offset, n_new, **run.fn_args
             )
             self.stats.prefill_calls += 1
             self.stats.prefill_tokens += int(n_new.sum())
@@ -320,25 +309,27 @@ class Engine:
             todo = [lane for lane in todo if lane[3] < len(lane[1])]
 
     def _preempt(self, row: _Row):
+        run = self._run
         self.pool.free(row.seq)
-        self._slots[self._slots.index(row)] = None
-        self._waiting.appendleft(row)
+        run.slots[run.slots.index(row)] = None
+        run.waiting.appendleft(row)
         self.stats.preemptions += 1
 
     def _decode(self) -> list[_Row]:
         """One decode step over the slots; returns the rows that finished."""
+        run = self._run
         pool = self.pool
-        for row in sorted(filter(None, self._slots), key=lambda x: x.admitted):
-            while row in self._slots and not pool.can_allocate(1, row.seq):
-                self._preempt(max(filter(None, self._slots), key=lambda x: x.admitted))
-            if row in self._slots:
+        for row in sorted(filter(None, run.slots), key=lambda x: x.admitted):
+            while row in run.slots and not pool.can_allocate(1, row.seq):
+                self._preempt(max(filter(None, run.slots), key=lambda x: x.admitted))
+            if row in run.slots:
                 pool.append_tokens(row.seq, 1)
         s = self.slots
         tok, pos, row_id, index = (np.zeros((s,), np.int32) for _ in range(4))
         active = np.zeros((s,), bool)
         temp, top_p = np.zeros((s,), np.float32), np.ones((s,), np.float32)
         top_k, stop = np.zeros((s,), np.int32), np.full((s, MAX_STOP_IDS), -1, np.int32)
-        for i, row in enumerate(self._slots):
+        for i, row in enumerate(run.slots):
             if row is None:
                 continue
             q = row.req
@@ -346,16 +337,16 @@ class Engine:
             row_id[i], index[i] = q.row_id, len(row.out.tokens)
             temp[i], top_k[i], top_p[i] = q.temperature, q.top_k, q.top_p
             stop[i, : len(q.stop_token_ids)] = q.stop_token_ids
-        seqs = [None if row is None else row.seq for row in self._slots]
+        seqs = [None if row is None else row.seq for row in run.slots]
         table = pool.page_table_array(seqs, self.table_width)
         self.cache, out = engine_step.decode(
-            self._state, self.cache, tok, table, pos, active, self._key, row_id, index,
-            temp, top_k, top_p, stop, **self._fn_args,
+            run.state, self.cache, tok, table, pos, active, run.key, row_id, index,
+            temp, top_k, top_p, stop, **run.fn_args,
         )  # fmt: skip
         self.stats.decode_steps += 1
         out = [np.asarray(x) for x in out]  # the step's one host sync
         finished = []
-        for i, row in enumerate(self._slots):
+        for i, row in enumerate(run.slots):
             if row is None:
                 continue
             t, lp, slp, ent, stopped = (x[i] for x in out)
@@ -364,11 +355,12 @@ class Engine:
             if stopped or len(row.out.tokens) == row.req.max_new_tokens:
                 row.out.stopped = bool(stopped)
                 pool.free(row.seq)
-                self._slots[i] = None
+                run.slots[i] = None
                 finished.append(row)
         return finished
 
     def _free_parents(self):
-        for g in list(self._parents):
-            del self._parents[g]
+        run = self._run
+        for g in list(run.parents):
+            del run.parents[g]
             self.pool.free(("group", g))

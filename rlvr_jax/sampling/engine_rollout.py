@@ -1,4 +1,4 @@
-"""The rollout engine's requests, per-row results, and their assembly into a `Rollout`."""
+"""The rollout engine's requests (built, checked), per-row results, and their `Rollout`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rlvr_jax.sampling.sampler import Rollout, _bucket
+from rlvr_jax.sampling.generate import MAX_STOP_IDS
+from rlvr_jax.sampling.pages import PagePool
+from rlvr_jax.sampling.sampler import Rollout, SamplingParams, _bucket
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +36,19 @@ class Request:
     top_p: float = 1.0
     stop_token_ids: tuple[int, ...] = ()
 
+    def __post_init__(self):
+        if not 0 <= self.row_id < 2**31:
+            raise ValueError(f"row id {self.row_id} outside [0, 2**31)")
+        if not self.prompt or self.max_new_tokens < 1:
+            raise ValueError(f"row {self.row_id}: needs a prompt token and max_new_tokens >= 1")
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
+            raise ValueError(
+                f"row {self.row_id}: temperature={self.temperature} must be >= 0, "
+                f"top_p={self.top_p} in (0, 1], top_k={self.top_k} >= 0"
+            )
+        if len(self.stop_token_ids) > MAX_STOP_IDS:
+            raise ValueError(f"row {self.row_id}: at most {MAX_STOP_IDS} stop tokens")
+
 
 @dataclasses.dataclass
 class RowResult:
@@ -50,6 +65,68 @@ class RowResult:
         self.logps.append(logp)
         self.sampling_logps.append(sampling_logp)
         self.entropy.append(entropy)
+
+
+def requests_for(
+    prompts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    prefixes: Sequence[Sequence[int]] | None = None,
+) -> list[Request]:
+    """`Sampler.sample`'s rows as requests: row b answers prompt b // n (its group).
+
+    Args:
+      prompts: token id lists, one per group.
+      params: SamplingParams (n rows per prompt; the knobs are copied into every row).
+      prefixes: optional forced tokens per row (len = len(prompts) * n).
+    Returns:
+      len(prompts) * n requests with row ids 0, 1, ...
+    """
+    rows = len(prompts) * params.n
+    if prefixes is not None and len(prefixes) != rows:
+        raise ValueError(f"got {len(prefixes)} prefixes for {rows} rows (prompts x n)")
+    return [
+        Request(
+            row_id=b,
+            prompt=tuple(prompts[b // params.n]),
+            group=b // params.n,
+            max_new_tokens=params.max_new_tokens,
+            prefix=() if prefixes is None else tuple(prefixes[b]),
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            stop_token_ids=tuple(params.stop_token_ids),
+        )
+        for b in range(rows)
+    ]
+
+
+def check_requests(
+    requests: Sequence[Request], pool: PagePool, vocab_size: int, max_length: int
+) -> None:
+    """Raises ValueError for a batch the engine must refuse before running anything.
+
+    Refused: repeated row ids, a group with two prompts, token ids outside the
+    vocabulary, context + max_new_tokens past max_length, and a row whose cached
+    slots (context + max_new_tokens - 1: the last sampled token is never fed
+    back) can never fit the whole pool (`PagePool.check_fits`).
+    """
+    ids = [r.row_id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise ValueError("row ids repeat")
+    prompts = {}
+    for r in requests:
+        ctx = len(r.prompt) + len(r.prefix)
+        if ctx + r.max_new_tokens > max_length:
+            raise ValueError(
+                f"row {r.row_id}: context of {ctx} tokens + max_new_tokens="
+                f"{r.max_new_tokens} exceeds max_length={max_length}"
+            )
+        bad = [t for t in (*r.prompt, *r.prefix) if not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"row {r.row_id}: token id {bad[0]} outside the vocabulary")
+        if prompts.setdefault(r.group, r.prompt) != r.prompt:
+            raise ValueError(f"row {r.row_id}: group {r.group} has another prompt")
+        pool.check_fits(r.row_id, ctx + r.max_new_tokens - 1)
 
 
 def rollout_from_results(
