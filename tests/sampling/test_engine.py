@@ -200,3 +200,46 @@ def test_stop_tokens_end_rows_and_free_pages(model, greedy_dense):
         np.testing.assert_array_equal(getattr(out, name), getattr(ref, name), err_msg=name)
     np.testing.assert_allclose(out.logps, ref.logps, atol=TOL)
     assert engine.pool.num_free == engine.pool.num_pages
+
+
+def test_forced_prefixes_equal_dense_sampler(model):
+    """Groups of 2 with a forced prefix per row (the parent's pages forked, then each row's
+    prefix prefilled from the fork point): greedy rows equal the dense Sampler's."""
+    prompts = [[5, 17, 33, 60, 61], [70, 3]]
+    prefixes = [[8, 9], [10, 11, 12, 13, 14], [1], [2, 3, 4]]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=N_NEW, n=2)
+    ref = Sampler(model, batch_multiple=1).sample(
+        prompts, greedy, jax.random.key(0), prefixes=prefixes
+    )
+    engine = _engine(model)
+    out = engine.sample(prompts, greedy, jax.random.key(0), prefixes=prefixes)
+    # Parents of 4 and 1 tokens (prompt 0's fork is page-aligned: no copy), then each row's
+    # last prompt token and prefix but its last token: 5 + (2 + 5 + 1 + 3) tokens.
+    assert (engine.stats.page_copies, engine.stats.prefill_tokens) == (2, 16)
+    for name in ("tokens", "attention_mask", "prompt_mask", "response_mask", "group"):
+        np.testing.assert_array_equal(getattr(out, name), getattr(ref, name), err_msg=name)
+    np.testing.assert_allclose(out.logps, ref.logps, atol=TOL)
+
+
+def test_pool_of_one_largest_row_matches_ample_pool(model):
+    """Random groups with prefixes, stop ids and budgets in a pool that holds only the
+    largest row: rows are preempted, groups' parents are dropped when they block the queue
+    head, and every row's tokens still equal an ample pool's."""
+    rng = np.random.default_rng(0)
+    reqs = []
+    for g in range(3):
+        prompt = tuple(int(x) for x in rng.integers(3, CFG.vocab_size, rng.integers(1, 12)))
+        for _ in range(rng.integers(2, 5)):
+            prefix = tuple(int(x) for x in rng.integers(3, CFG.vocab_size, rng.integers(0, 4)))
+            budget = int(rng.integers(1, 14))
+            reqs.append(Request(len(reqs), prompt, g, budget, prefix, stop_token_ids=(5, 9)))
+    key = jax.random.key(7)
+    ample = _engine(model).generate(reqs, key)
+    pages = max(-(-(len(r.prompt) + len(r.prefix) + r.max_new_tokens - 1) // Z) for r in reqs)
+    tight = _engine(model, num_pages=pages)
+    out = tight.generate(reqs, key)
+    assert tight.stats.preemptions > 0
+    for r in reqs:
+        assert out[r.row_id].tokens == ample[r.row_id].tokens
+        assert out[r.row_id].stopped == ample[r.row_id].stopped
+    assert tight.pool.num_free == pages
