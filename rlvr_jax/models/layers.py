@@ -16,6 +16,7 @@ from flax import nnx
 from rlvr_jax import sharding
 from rlvr_jax.models.attention import attention
 from rlvr_jax.models.config import ModelConfig
+from rlvr_jax.models.paged_attention import PagedKV
 from rlvr_jax.sharding import constrain
 
 
@@ -180,12 +181,15 @@ class Attention(nnx.Module):
           kv_valid_BxS: True at key slots holding a real token (with a cache: after
             the new tokens are written).
           q_offset: int32 scalar, the slot of the first new position (the cache index).
-          kv_cache: None (keys are the T new positions, S == T) or a (k, v)
-            pair of [B, K, H, S] / [B, K, S, H] buffers; the new keys are written at
-            `q_offset` and attention runs over the buffer's visible slots.
+          kv_cache: None (keys are the T new positions, S == T), a (k, v)
+            pair of [B, K, H, S] / [B, K, S, H] buffers (the new keys are written at
+            `q_offset` and attention runs over the buffer's visible slots), or a
+            `PagedKV` (the new keys go to each row's pages at its own offset and
+            attention reads them through its page table; `kv_valid_BxS`,
+            `q_offset`, `impl` and `block` are then unused).
           impl, block: the attention kernel (models.attention.IMPLS) and its block.
         Returns:
-          (y_BxTxD, new (k, v) or None).
+          (y_BxTxD, new (k, v), new PagedKV or None: the kind of `kv_cache`).
         """
         b, t, _ = x_BxTxD.shape
         n, k, h = self.num_heads, self.num_kv_heads, self.head_dim
@@ -203,6 +207,9 @@ class Attention(nnx.Module):
         # fast axis, several times faster on CPU than the [B, S, K, H] layout.
         k_BxKxHxS = jnp.transpose(key, (0, 2, 3, 1))
         v_BxKxSxH = jnp.transpose(val, (0, 2, 1, 3))
+        if isinstance(kv_cache, PagedKV):  # the cache kind is static: one path per program
+            out, new_paged = kv_cache.write_and_attend(q, k_BxKxHxS, v_BxKxSxH)
+            return self.o_proj(out.astype(self.dtype).reshape(b, t, n * h)), new_paged
         new_cache = None
         if kv_cache is not None:
             k_buf, v_buf = kv_cache

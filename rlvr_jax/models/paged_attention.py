@@ -14,10 +14,15 @@ dense cache's `k_BxKxHxS` / `v_BxKxSxH` (S = M·Z), so both attention products
 stay plain batched matmuls with the contraction on the fast axis.
 
 Page NULL_PAGE (id 0) is reserved: the pool never hands it out, page tables are
-padded with it, and writes that have no page of their own (idle rows, slots past
-a row's table) land there. Its contents are garbage but finite, and no
-unmasked query ever reads it. Stores must hold finite values everywhere (start
-from zeros): a masked slot still enters the matmuls with weight 0.
+padded with it, and writes that have no page of their own (idle rows, padding
+tokens, slots past a row's table) land there. Its contents are garbage but
+finite, and no unmasked query ever reads it. Stores must hold finite values
+everywhere (start from zeros): a masked slot still enters the matmuls with
+weight 0.
+
+`PagedKV` bundles one layer's store with one call's page table, offsets and
+new-token counts: `models.layers.Attention` takes it in place of the dense
+cache and calls `write_and_attend` (see models/paged_forward.py).
 
 Mask rule (models/attention.py's, with per-row offsets): query t of row b
 attends slot s iff `s <= q_offset_B[b] + t` and `s < kv_len_B[b]`. A query that
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
 from rlvr_jax.models.attention import MASK_VALUE
 
@@ -120,14 +126,25 @@ def paged_attention(
     return jnp.transpose(out, (0, 2, 1, 3, 4)).reshape(b, t, n, h)
 
 
-def write_kv(k_pages_PxKxHxZ, v_pages_PxKxZxH, page_table_BxM, slot_B, k_BxKxHxT, v_BxKxTxH):
+def write_kv(
+    k_pages_PxKxHxZ,
+    v_pages_PxKxZxH,
+    page_table_BxM,
+    slot_B,
+    k_BxKxHxT,
+    v_BxKxTxH,
+    n_valid_B=None,
+):
     """Scatters T new tokens per row into their pages (a functional update).
 
     Token t of row b goes to slot `slot_B[b] + t`: page `page_table_BxM[b, slot // Z]`,
     offset `slot % Z`. Slots past the end of the table go to NULL_PAGE, as do
     slots whose table entry is NULL_PAGE (idle rows, padding past a row's
-    pages). The caller (the pool) guarantees that no two rows write one slot of
-    a real page: the pages a row writes are its own (refcount 1).
+    pages) and, with `n_valid_B`, every token t >= n_valid_B[b] (the padding of
+    a row with fewer new tokens than T, which must not touch the slots after
+    its own: they may lie in a page another row shares). The caller (the pool)
+    guarantees that no two rows write one slot of a real page: the pages a row
+    writes are its own (refcount 1).
 
     Args:
       k_pages_PxKxHxZ, v_pages_PxKxZxH: the layer's page store.
@@ -135,6 +152,8 @@ def write_kv(k_pages_PxKxHxZ, v_pages_PxKxZxH, page_table_BxM, slot_B, k_BxKxHxT
       slot_B: int32, the slot of each row's first new token.
       k_BxKxHxT: new keys (slots last, as in the dense cache); cast to the store dtype.
       v_BxKxTxH: new values.
+      n_valid_B: optional int32, how many of the T tokens of each row are real
+        (default: all T).
     Returns:
       (new k_pages_PxKxHxZ, new v_pages_PxKxZxH).
     """
@@ -145,7 +164,10 @@ def write_kv(k_pages_PxKxHxZ, v_pages_PxKxZxH, page_table_BxM, slot_B, k_BxKxHxT
     slot_BxT = jnp.asarray(slot_B, jnp.int32)[:, None] + jnp.arange(t)
     index_BxT = slot_BxT // z
     page_BxT = jnp.take_along_axis(page_table_BxM, jnp.clip(index_BxT, 0, m_pages - 1), axis=1)
-    page_BxT = jnp.where(index_BxT < m_pages, page_BxT, NULL_PAGE)
+    keep_BxT = index_BxT < m_pages
+    if n_valid_B is not None:
+        keep_BxT &= jnp.arange(t)[None, :] < jnp.asarray(n_valid_B, jnp.int32)[:, None]
+    page_BxT = jnp.where(keep_BxT, page_BxT, NULL_PAGE)
     off_BxT = slot_BxT % z
     # Advanced indices split by slices put their [B, T] dims first: the values are [B, T, K, H].
     k_new = k_pages_PxKxHxZ.at[page_BxT, :, :, off_BxT].set(
@@ -175,3 +197,58 @@ def copy_pages(k_pages_PxKxHxZ, v_pages_PxKxZxH, src_C, dst_C):
         k_pages_PxKxHxZ.at[dst_C].set(k_pages_PxKxHxZ[src_C]),
         v_pages_PxKxZxH.at[dst_C].set(v_pages_PxKxZxH[src_C]),
     )
+
+
+@struct.dataclass
+class PagedKV:
+    """One layer's page store and one call's addressing: a paged cache as Attention sees it.
+
+    `models.layers.Attention` takes it in place of the dense (k, v) pair: the
+    cache kind (a Python type, so static under jit) picks the kernel, and the
+    layer's projections, norms and RoPE are the same code for both. Built per
+    layer by `models.paged_forward.paged_forward`.
+
+    Attributes:
+      k_pages_PxKxHxZ, v_pages_PxKxZxH: the layer's store.
+      page_table_BxM: int32 page ids per row (NULL_PAGE padded).
+      q_offset_B: int32, the slot (= position) of each row's first new token.
+      n_new_B: int32, real new tokens per row (the rest of the T are padding
+        and write to NULL_PAGE); kv_len = q_offset + n_new.
+      block_pages: pages per softmax block of `paged_attention` (static).
+    """
+
+    k_pages_PxKxHxZ: jax.Array
+    v_pages_PxKxZxH: jax.Array
+    page_table_BxM: jax.Array
+    q_offset_B: jax.Array
+    n_new_B: jax.Array
+    block_pages: int = struct.field(pytree_node=False, default=8)
+
+    def write_and_attend(self, q_BxTxNxH, k_BxKxHxT, v_BxKxTxH):
+        """Writes the T new keys/values, then attends the T queries over the row's pages.
+
+        Args:
+          q_BxTxNxH: queries after RoPE.
+          k_BxKxHxT, v_BxKxTxH: the new keys (after RoPE) and values.
+        Returns:
+          (out_BxTxNxH, PagedKV holding the updated store).
+        """
+        k_pages, v_pages = write_kv(
+            self.k_pages_PxKxHxZ,
+            self.v_pages_PxKxZxH,
+            self.page_table_BxM,
+            self.q_offset_B,
+            k_BxKxHxT,
+            v_BxKxTxH,
+            n_valid_B=self.n_new_B,
+        )
+        out = paged_attention(
+            q_BxTxNxH,
+            k_pages,
+            v_pages,
+            self.page_table_BxM,
+            self.q_offset_B,
+            self.q_offset_B + self.n_new_B,
+            block_pages=self.block_pages,
+        )
+        return out, self.replace(k_pages_PxKxHxZ=k_pages, v_pages_PxKxZxH=v_pages)

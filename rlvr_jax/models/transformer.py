@@ -137,6 +137,14 @@ class Transformer(nnx.Module):
             return self.embed_tokens[...].T
         return self.lm_head[...]
 
+    def embed(self, input_ids_BxT):
+        """Token embeddings [B, T, D] in the compute dtype."""
+        # The lookup reads whole rows: gather the table's embed dim (FSDP) before it, or
+        # GSPMD cannot move the gathered rows onto the batch layout efficiently.
+        table_VxD = constrain(self.embed_tokens[...], ("vocab", None))
+        x = jnp.take(table_VxD, input_ids_BxT, axis=0).astype(self.config.jnp_dtype)
+        return constrain(x, _ACT)
+
     def logits_from_hidden(self, hidden_BxTxD):
         """Float32 logits from final (normed) hidden states."""
         dtype = self.config.jnp_dtype
@@ -189,10 +197,7 @@ class Transformer(nnx.Module):
             valid_BxS = jax.lax.dynamic_update_slice(cache.valid_BxS, mask_BxT, (0, cache.index))
             q_offset = cache.index
 
-        # The lookup reads whole rows: gather the table's embed dim (FSDP) before it, or
-        # GSPMD cannot move the gathered rows onto the batch layout efficiently.
-        table_VxD = constrain(self.embed_tokens[...], ("vocab", None))
-        x = constrain(jnp.take(table_VxD, input_ids_BxT, axis=0).astype(c.jnp_dtype), _ACT)
+        x = self.embed(input_ids_BxT)
         kw = dict(impl=c.attention, block=c.attention_block)
         if cache is None and perturbation is None and c.scan_layers and _stackable(self.layers):
             x = _scan_blocks(self.layers, x, cos, sin, valid_BxS, c.remat, kw)

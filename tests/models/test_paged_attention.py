@@ -223,6 +223,21 @@ def test_write_past_the_table_goes_to_the_null_page():
     np.testing.assert_array_equal(np.asarray(v_out)[NULL_PAGE, 0, :2], np.ones((2, 2)))
 
 
+def test_write_of_padding_tokens_goes_to_the_null_page():
+    """n_valid_B: row 0 writes 1 of its 3 tokens, row 1 (an idle row whose table starts with
+    row 0's page 1) none; only slot 5 of page 1 changes besides the null page."""
+    k_pages, v_pages = jnp.zeros((4, 1, 2, Z)), jnp.zeros((4, 1, Z, 2))
+    table = np.array([[3, 1], [1, 2]], np.int32)
+    new_k, new_v = jnp.ones((2, 1, 2, 3)), jnp.ones((2, 1, 3, 2))
+    slot, n_valid = np.array([5, 0]), np.array([1, 0])
+    k_out, v_out = write_kv(k_pages, v_pages, table, slot, new_k, new_v, n_valid_B=n_valid)
+    k_out, v_out = np.asarray(k_out), np.asarray(v_out)
+    assert [int(np.any(k_out[p] != 0)) for p in range(4)] == [1, 1, 0, 0]
+    assert [int(np.any(v_out[p] != 0)) for p in range(4)] == [1, 1, 0, 0]
+    np.testing.assert_array_equal(k_out[1, 0], [[0, 1, 0, 0]] * 2)  # slot 5 = page 1, offset 1
+    np.testing.assert_array_equal(v_out[1, 0, :, 0], [0, 1, 0, 0])
+
+
 def test_copy_pages():
     k_pages = jnp.arange(4 * 2, dtype=jnp.float32).reshape(4, 1, 1, 2)
     v_pages = -k_pages.reshape(4, 1, 2, 1)

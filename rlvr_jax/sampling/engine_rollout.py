@@ -1,0 +1,180 @@
+"""The rollout engine's requests (built, checked), per-row results, and their `Rollout`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rlvr_jax.sampling.generate import MAX_STOP_IDS
+from rlvr_jax.sampling.pages import PagePool
+from rlvr_jax.sampling.sampler import Rollout, SamplingParams, _bucket
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One row to sample.
+
+    Attributes:
+      row_id: the caller's id; keys the row's random draws (distinct per call).
+      prompt: prompt tokens (shared by every row of the group).
+      group: rows of one group share the prompt, prefilled once for all of them.
+      max_new_tokens: the row's decode budget.
+      prefix: forced tokens after the prompt (neither prompt nor response).
+      temperature, top_k, top_p: as in `SamplingParams` (per-row data).
+      stop_token_ids: sampling one ends the row (kept in the response).
+    """
+
+    row_id: int
+    prompt: tuple[int, ...]
+    group: int
+    max_new_tokens: int
+    prefix: tuple[int, ...] = ()
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    stop_token_ids: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if not 0 <= self.row_id < 2**31:
+            raise ValueError(f"row id {self.row_id} outside [0, 2**31)")
+        if not self.prompt or self.max_new_tokens < 1:
+            raise ValueError(f"row {self.row_id}: needs a prompt token and max_new_tokens >= 1")
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.top_k < 0:
+            raise ValueError(
+                f"row {self.row_id}: temperature={self.temperature} must be >= 0, "
+                f"top_p={self.top_p} in (0, 1], top_k={self.top_k} >= 0"
+            )
+        if len(self.stop_token_ids) > MAX_STOP_IDS:
+            raise ValueError(f"row {self.row_id}: at most {MAX_STOP_IDS} stop tokens")
+
+
+@dataclasses.dataclass
+class RowResult:
+    """A finished row's sampled tokens and their per-token statistics."""
+
+    tokens: list[int] = dataclasses.field(default_factory=list)
+    logps: list[float] = dataclasses.field(default_factory=list)  # temperature-1 model
+    sampling_logps: list[float] = dataclasses.field(default_factory=list)
+    entropy: list[float] = dataclasses.field(default_factory=list)
+    stopped: bool = False  # ended with a stop token (not the token budget)
+
+    def append(self, token: int, logp: float, sampling_logp: float, entropy: float) -> None:
+        self.tokens.append(token)
+        self.logps.append(logp)
+        self.sampling_logps.append(sampling_logp)
+        self.entropy.append(entropy)
+
+
+def requests_for(
+    prompts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    prefixes: Sequence[Sequence[int]] | None = None,
+) -> list[Request]:
+    """`Sampler.sample`'s rows as requests: row b answers prompt b // n (its group).
+
+    Args:
+      prompts: token id lists, one per group.
+      params: SamplingParams (n rows per prompt; the knobs are copied into every row).
+      prefixes: optional forced tokens per row (len = len(prompts) * n).
+    Returns:
+      len(prompts) * n requests with row ids 0, 1, ...
+    """
+    rows = len(prompts) * params.n
+    if prefixes is not None and len(prefixes) != rows:
+        raise ValueError(f"got {len(prefixes)} prefixes for {rows} rows (prompts x n)")
+    return [
+        Request(
+            row_id=b,
+            prompt=tuple(prompts[b // params.n]),
+            group=b // params.n,
+            max_new_tokens=params.max_new_tokens,
+            prefix=() if prefixes is None else tuple(prefixes[b]),
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            stop_token_ids=tuple(params.stop_token_ids),
+        )
+        for b in range(rows)
+    ]
+
+
+def check_requests(
+    requests: Sequence[Request], pool: PagePool, vocab_size: int, max_length: int
+) -> None:
+    """Raises ValueError for a batch the engine must refuse before running anything.
+
+    Refused: repeated row ids, a group with two prompts, token ids outside the
+    vocabulary, context + max_new_tokens past max_length, and a row whose cached
+    slots (context + max_new_tokens - 1: the last sampled token is never fed
+    back) can never fit the whole pool (`PagePool.check_fits`).
+    """
+    ids = [r.row_id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise ValueError("row ids repeat")
+    prompts = {}
+    for r in requests:
+        ctx = len(r.prompt) + len(r.prefix)
+        if ctx + r.max_new_tokens > max_length:
+            raise ValueError(
+                f"row {r.row_id}: context of {ctx} tokens + max_new_tokens="
+                f"{r.max_new_tokens} exceeds max_length={max_length}"
+            )
+        bad = [t for t in (*r.prompt, *r.prefix) if not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"row {r.row_id}: token id {bad[0]} outside the vocabulary")
+        if prompts.setdefault(r.group, r.prompt) != r.prompt:
+            raise ValueError(f"row {r.row_id}: group {r.group} has another prompt")
+        pool.check_fits(r.row_id, ctx + r.max_new_tokens - 1)
+
+
+def rollout_from_results(
+    requests: Sequence[Request],
+    results: Mapping[int, RowResult],
+    max_new_tokens: int,
+    max_length: int,
+    pad_id: int,
+) -> Rollout:
+    """`Sampler.sample`'s layout: row b = [left-padded context (bucket P) | N generated].
+
+    Args:
+      requests: the rows, in output order.
+      results: {row_id: RowResult}.
+      max_new_tokens: N, the width of the generated region.
+      max_length: the context bucket is capped at max_length - N, as the Sampler does.
+      pad_id: token id at padding positions.
+    Returns:
+      Rollout with B = len(requests) rows of L = P + N.
+    """
+    n, b = max_new_tokens, len(requests)
+    longest = max(len(r.prompt) + len(r.prefix) for r in requests)
+    p = min(_bucket(longest), max_length - n)
+    tokens = np.full((b, p + n), pad_id, np.int32)
+    prompt_mask, attn, resp = (np.zeros((b, p + n), bool) for _ in range(3))
+    floats = np.zeros((3, b, p + n), np.float32)
+    stopped = np.zeros((b,), bool)
+    for i, r in enumerate(requests):
+        out, ctx = results[r.row_id], list(r.prompt) + list(r.prefix)
+        start, k = p - len(ctx), len(out.tokens)
+        if k > n:
+            raise ValueError(f"row {r.row_id}: {k} tokens for a generated region of {n}")
+        tokens[i, start:p] = ctx
+        prompt_mask[i, start : start + len(r.prompt)] = True
+        attn[i, start : p + k] = True
+        resp[i, p : p + k] = True
+        tokens[i, p : p + k] = out.tokens
+        for j, vals in enumerate((out.logps, out.sampling_logps, out.entropy)):
+            floats[j, i, p : p + k] = vals
+        stopped[i] = out.stopped
+    return Rollout(
+        tokens=tokens,
+        attention_mask=attn,
+        prompt_mask=prompt_mask,
+        response_mask=resp,
+        logps=floats[0],
+        sampling_logps=floats[1],
+        entropy=floats[2],
+        group=np.array([r.group for r in requests], np.int32),
+        stopped=stopped,
+    )
