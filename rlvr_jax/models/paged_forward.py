@@ -30,6 +30,7 @@ from flax import struct
 from rlvr_jax.models.config import ModelConfig, rope_inv_freq
 from rlvr_jax.models.layers import rope_cos_sin
 from rlvr_jax.models.paged_attention import PagedKV, copy_pages
+from rlvr_jax.models.transformer import zero_kv_stores
 from rlvr_jax.sharding import constrain
 
 
@@ -59,13 +60,8 @@ class PagedKVCache:
         Returns:
           PagedKVCache with L stores of [P, K, H, Z] keys and [P, K, Z, H] values.
         """
-        dtype = dtype or config.jnp_dtype
-        k_shape = (store_pages, config.num_kv_heads, config.head_dim, page_size)
-        v_shape = (store_pages, config.num_kv_heads, page_size, config.head_dim)
-        return cls(
-            k=tuple(jnp.zeros(k_shape, dtype) for _ in range(config.num_layers)),
-            v=tuple(jnp.zeros(v_shape, dtype) for _ in range(config.num_layers)),
-        )
+        k, v = zero_kv_stores(config, store_pages, page_size, dtype)
+        return cls(k=k, v=v)
 
     @property
     def page_size(self) -> int:

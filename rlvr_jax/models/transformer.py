@@ -20,6 +20,18 @@ from rlvr_jax.sharding import constrain
 _ACT = ("batch", "length", "embed")
 
 
+def zero_kv_stores(config: ModelConfig, leading: int, slots: int, dtype=None):
+    """Per-layer zero key and value stores: L × [leading, K, H, slots] keys and
+    [leading, K, slots, H] values (leading = rows of a dense cache or pages of a paged
+    one; dtype default the compute dtype)."""
+    dtype = dtype or config.jnp_dtype
+    k_shape = (leading, config.num_kv_heads, config.head_dim, slots)
+    v_shape = (leading, config.num_kv_heads, slots, config.head_dim)
+    k = tuple(jnp.zeros(k_shape, dtype) for _ in range(config.num_layers))
+    v = tuple(jnp.zeros(v_shape, dtype) for _ in range(config.num_layers))
+    return k, v
+
+
 @struct.dataclass
 class KVCache:
     """Decoding state: per-layer key/value buffers and which slots hold real tokens.
@@ -40,12 +52,10 @@ class KVCache:
 
     @classmethod
     def zeros(cls, config: ModelConfig, batch: int, length: int, dtype=None) -> KVCache:
-        dtype = dtype or config.jnp_dtype
-        k_shape = (batch, config.num_kv_heads, config.head_dim, length)
-        v_shape = (batch, config.num_kv_heads, length, config.head_dim)
+        k, v = zero_kv_stores(config, batch, length, dtype)
         return cls(
-            k=tuple(jnp.zeros(k_shape, dtype) for _ in range(config.num_layers)),
-            v=tuple(jnp.zeros(v_shape, dtype) for _ in range(config.num_layers)),
+            k=k,
+            v=v,
             valid_BxS=jnp.zeros((batch, length), bool),
             next_pos_B=jnp.zeros((batch,), jnp.int32),
             index=jnp.zeros((), jnp.int32),

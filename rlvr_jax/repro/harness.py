@@ -101,15 +101,13 @@ def _run_phase(
         runs_lib.execute_all(
             trained, launch, prepare=prepare, retry_crashed=retry_crashed, how=how, echo=echo
         )
-        for r in trained:  # a run another harness held (skipped here) may have finished since
-            r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
     for r in runs:
-        if r not in trained:  # a finished run whose manifest predates it still counts
-            # Read afresh: another harness may have run it meanwhile (its last attempt's
-            # warm starts are written when it ends; a stale copy would record none).
-            r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
-            if r.status != runs_lib.DONE and runs_lib.is_complete(r):
-                r.manifest["status"] = runs_lib.DONE
+        # Read afresh: another harness may have run it meanwhile, or finished one this one
+        # skipped as held (its last attempt's warm starts are written when it ends; a stale
+        # copy would record none).
+        r.manifest = runs_lib.read_manifest(r.workdir) or r.manifest
+        if r not in trained and r.status != runs_lib.DONE and runs_lib.is_complete(r):
+            r.manifest["status"] = runs_lib.DONE  # finished, with a manifest that predates it
     for r in runs:
         records_lib.save(r, records)
     return runs
