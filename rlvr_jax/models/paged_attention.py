@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rlvr_jax.models.attention import MASK_VALUE
+from rlvr_jax.models.paged_attention_pallas import paged_attention_pallas
 
 # Reserved page id: never allocated; pads page tables and absorbs writes with no page.
 NULL_PAGE = 0
@@ -199,6 +200,10 @@ def copy_pages(k_pages_PxKxHxZ, v_pages_PxKxZxH, src_C, dst_C):
     )
 
 
+# PagedKV.kernel -> attention over pages (same signature and semantics).
+_ATTEND = {"jax": paged_attention, "pallas": paged_attention_pallas}
+
+
 @struct.dataclass
 class PagedKV:
     """One layer's page store and one call's addressing: a paged cache as Attention sees it.
@@ -215,6 +220,8 @@ class PagedKV:
       n_new_B: int32, real new tokens per row (the rest of the T are padding
         and write to NULL_PAGE); kv_len = q_offset + n_new.
       block_pages: pages per softmax block of `paged_attention` (static).
+      kernel: "jax" (`paged_attention`) or "pallas" (`paged_attention_pallas`,
+        TPU only; static).
     """
 
     k_pages_PxKxHxZ: jax.Array
@@ -223,6 +230,7 @@ class PagedKV:
     q_offset_B: jax.Array
     n_new_B: jax.Array
     block_pages: int = struct.field(pytree_node=False, default=8)
+    kernel: str = struct.field(pytree_node=False, default="jax")
 
     def write_and_attend(self, q_BxTxNxH, k_BxKxHxT, v_BxKxTxH):
         """Writes the T new keys/values, then attends the T queries over the row's pages.
@@ -233,6 +241,8 @@ class PagedKV:
         Returns:
           (out_BxTxNxH, PagedKV holding the updated store).
         """
+        if self.kernel not in _ATTEND:
+            raise ValueError(f"unknown kernel {self.kernel!r}; choose from {sorted(_ATTEND)}")
         k_pages, v_pages = write_kv(
             self.k_pages_PxKxHxZ,
             self.v_pages_PxKxZxH,
@@ -242,7 +252,7 @@ class PagedKV:
             v_BxKxTxH,
             n_valid_B=self.n_new_B,
         )
-        out = paged_attention(
+        out = _ATTEND[self.kernel](
             q_BxTxNxH,
             k_pages,
             v_pages,

@@ -93,6 +93,7 @@ def paged_forward(
     *,
     logits: str = "all",
     block_pages: int = 8,
+    kernel: str = "jax",
 ):
     """Runs `model` on T new tokens per row, reading and writing a paged KV cache.
 
@@ -110,6 +111,7 @@ def paged_forward(
       logits: "all" ([B, T, V] float32) or "last" ([B, 1, V]: each row's last
         real new token, position n_new_B - 1; garbage for n_new = 0).
       block_pages: pages per softmax block of `paged_attention` (static).
+      kernel: attention over pages, "jax" or "pallas" (TPU; `PagedKV.kernel`).
     Returns:
       (logits, the updated PagedKVCache).
     """
@@ -133,7 +135,9 @@ def paged_forward(
     x = model.embed(tokens_BxT)
     new_k, new_v = [], []
     for i, block in enumerate(model.layers):
-        kv = PagedKV(cache.k[i], cache.v[i], page_table_BxM, q_offset_B, n_new_B, block_pages)
+        kv = PagedKV(
+            cache.k[i], cache.v[i], page_table_BxM, q_offset_B, n_new_B, block_pages, kernel
+        )
         # kv_valid_BxS and q_offset are the dense cache's; a PagedKV carries its own.
         x, kv = block(x, cos, sin, None, 0, kv, impl=c.attention, block=c.attention_block)
         x = constrain(x, ("batch", "length", "embed"))

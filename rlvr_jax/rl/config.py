@@ -107,6 +107,14 @@ def default_config() -> ml_collections.ConfigDict:
     # calls as it takes (0: all rows in one call).
     c.rollout.cache_gib = 0.0
     c.rollout.cache_dtype = ""  # KV cache storage: "" (compute dtype) or "bfloat16"
+    # Sampling path (sampling.sampler.ENGINES): "static" (one dense-cache program per call)
+    # or "paged" (sampling.engine: paged KV cache, continuous batching over decode_slots
+    # rows, one prefill per group; one device; its pool is cache_gib of pages).
+    c.rollout.engine = "static"
+    c.rollout.page_size = 16  # Z, token slots per page (paged)
+    c.rollout.decode_slots = 64  # S, rows decoded together (paged)
+    c.rollout.prefill_chunk = 64  # C, context tokens per row per prefill call (paged)
+    c.rollout.paged_kernel = "jax"  # attention over pages: "jax" (any backend), "pallas" (TPU)
 
     # --------------------------------------------------------------------- score
     c.reward = ml_collections.ConfigDict()

@@ -204,6 +204,11 @@ def _sampler(c, model, tokenizer, pad_id: int, mesh) -> tuple[Sampler, SamplingP
         rules=c.mesh.rules,
         cache_bytes=c.rollout.cache_gib * 2**30 or None,
         cache_dtype=c.rollout.cache_dtype or None,
+        engine=c.rollout.engine,
+        page_size=c.rollout.page_size,
+        decode_slots=c.rollout.decode_slots,
+        prefill_chunk=c.rollout.prefill_chunk,
+        paged_kernel=c.rollout.paged_kernel,
     )
     sampling = SamplingParams(
         temperature=c.rollout.temperature,

@@ -24,6 +24,7 @@ from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl import critic as critic_lib
 from rlvr_jax.rl.credit import transform_names
 from rlvr_jax.rollout import ROLLOUTS
+from rlvr_jax.sampling.sampler import ENGINES
 from rlvr_jax.scheduling import SCHEDULERS, select
 
 MODEL_SOURCES = ("warm_start", "pretrained", "random")
@@ -108,6 +109,10 @@ def _check_model(c: ml_collections.ConfigDict) -> None:
     one_of("rollout.cache_dtype", c.rollout.cache_dtype, ("", "float32", "bfloat16"))
     if c.rollout.cache_gib < 0:
         raise ValueError(f"config.rollout.cache_gib = {c.rollout.cache_gib!r}; must be >= 0")
+    one_of("rollout.engine", c.rollout.engine, ENGINES)
+    one_of("rollout.paged_kernel", c.rollout.paged_kernel, ("jax", "pallas"))
+    for field in ("page_size", "decode_slots", "prefill_chunk"):
+        _at_least(c, f"rollout.{field}", 1)
     if c.model.source == "pretrained" and not c.model.path:
         raise ValueError("config.model.path is required when config.model.source = 'pretrained'")
 

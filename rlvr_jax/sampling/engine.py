@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import time
 from collections.abc import Sequence
 
 import jax
@@ -53,7 +54,7 @@ from rlvr_jax.sampling.engine_rollout import (
 )
 from rlvr_jax.sampling.generate import MAX_STOP_IDS
 from rlvr_jax.sampling.pages import PagePool
-from rlvr_jax.sampling.sampler import Rollout, SamplingParams
+from rlvr_jax.sampling.rows import Rollout, SamplingParams
 
 __all__ = ["Engine", "EngineStats", "Request", "RowResult"]
 
@@ -67,6 +68,13 @@ class EngineStats:
     decode_steps: int = 0  # decode programs run
     preemptions: int = 0  # rows evicted for pages
     page_copies: int = 0  # copy-on-write pages of forks
+    prefill_lane_tokens: int = 0  # token positions the prefill programs computed
+    active_slot_steps: int = 0  # decode slots that fed a row, summed over steps
+    decode_seconds: float = 0.0  # host wall time in decode calls and their result sync
+
+    def idle_slot_steps(self, slots: int) -> int:
+        """Decode slot-steps that fed no row (S x steps - active)."""
+        return slots * self.decode_steps - self.active_slot_steps
 
 
 @dataclasses.dataclass(eq=False)
@@ -86,7 +94,7 @@ class _Row:
 class _Run:
     """The host state of one `generate` call."""
 
-    fn_args: dict  # static arguments of the device programs (graphdef, block_pages)
+    fn_args: dict  # static arguments of the device programs (graphdef, block_pages, kernel)
     state: object  # model state
     key: jax.Array
     slots: list  # [S] _Row or None
@@ -94,6 +102,11 @@ class _Run:
     unforked: collections.Counter  # group -> rows not started yet
     parents: dict = dataclasses.field(default_factory=dict)  # group -> fork length
     admissions: int = 0
+
+
+def _pow2(n: int, minimum: int = 1) -> int:
+    """The smallest power of two >= max(n, minimum)."""
+    return 1 << max(0, max(n, minimum) - 1).bit_length()
 
 
 class Engine:
@@ -117,6 +130,7 @@ class Engine:
         pad_id: int = 0,
         cache_dtype: str | None = None,
         block_pages: int = 8,
+        kernel: str = "jax",
     ):
         """Args:
         model: the policy; its current weights are used at every call.
@@ -130,6 +144,7 @@ class Engine:
         pad_id: token id of padding in the returned Rollout.
         cache_dtype: page store dtype ("bfloat16", "float32"; None: compute dtype).
         block_pages: pages per softmax block of paged attention.
+        kernel: paged attention kernel, "jax" (any backend) or "pallas" (TPU).
         """
         if slots < 1 or prefill_chunk < 1:
             raise ValueError(f"slots={slots} and prefill_chunk={prefill_chunk} must be >= 1")
@@ -140,6 +155,9 @@ class Engine:
         self.max_length = max_length or self.config.max_position_embeddings
         self.table_width = self.pool.pages_for(self.max_length)
         self.block_pages = block_pages
+        if kernel not in ("jax", "pallas"):
+            raise ValueError(f"kernel={kernel!r} (rollout.paged_kernel); choose 'jax' or 'pallas'")
+        self.kernel = kernel
         dtype = None if cache_dtype is None else jnp.dtype(cache_dtype)
         self.cache = PagedKVCache.zeros(self.config, self.pool.store_pages, page_size, dtype)
         self.stats = EngineStats()
@@ -183,7 +201,7 @@ class Engine:
         self.stats = EngineStats()
         graphdef, current = nnx.split(self.model)
         self._run = _Run(
-            fn_args=dict(graphdef=graphdef, block_pages=self.block_pages),
+            fn_args=dict(graphdef=graphdef, block_pages=self.block_pages, kernel=self.kernel),
             state=current if state is None else state,
             key=key,
             slots=[None] * self.slots,
@@ -289,9 +307,12 @@ class Engine:
         """Writes [(seq, tokens, start slot)] into their allocated pages, C tokens per lane."""
         run = self._run
         todo = [[seq, toks, start, 0] for seq, toks, start in items if toks]
-        r, c = self.prefill_rows, self.chunk
         while todo:
-            lanes = todo[:r]
+            lanes = todo[: self.prefill_rows]
+            # Program shape: lanes and chunk rounded up to powers of two (capped at R and
+            # C), so a call with a few short lanes does not pay for R x C tokens.
+            r = min(self.prefill_rows, _pow2(len(lanes)))
+            c = min(self.chunk, _pow2(max(len(t) - d for _, t, _, d in lanes), minimum=8))
             tokens = np.zeros((r, c), np.int32)
             offset, n_new = np.zeros((r,), np.int32), np.zeros((r,), np.int32)
             for i, (_, toks, start, done) in enumerate(lanes):
@@ -304,6 +325,7 @@ class Engine:
             )
             self.stats.prefill_calls += 1
             self.stats.prefill_tokens += int(n_new.sum())
+            self.stats.prefill_lane_tokens += r * c
             for lane, n in zip(lanes, n_new, strict=False):
                 lane[3] += int(n)
             todo = [lane for lane in todo if lane[3] < len(lane[1])]
@@ -339,12 +361,15 @@ class Engine:
             stop[i, : len(q.stop_token_ids)] = q.stop_token_ids
         seqs = [None if row is None else row.seq for row in run.slots]
         table = pool.page_table_array(seqs, self.table_width)
+        start = time.perf_counter()
         self.cache, out = engine_step.decode(
             run.state, self.cache, tok, table, pos, active, run.key, row_id, index,
             temp, top_k, top_p, stop, **run.fn_args,
         )  # fmt: skip
-        self.stats.decode_steps += 1
         out = [np.asarray(x) for x in out]  # the step's one host sync
+        self.stats.decode_steps += 1
+        self.stats.decode_seconds += time.perf_counter() - start
+        self.stats.active_slot_steps += int(active.sum())
         finished = []
         for i, row in enumerate(run.slots):
             if row is None:

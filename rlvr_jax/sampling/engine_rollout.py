@@ -9,7 +9,13 @@ import numpy as np
 
 from rlvr_jax.sampling.generate import MAX_STOP_IDS
 from rlvr_jax.sampling.pages import PagePool
-from rlvr_jax.sampling.sampler import Rollout, SamplingParams, _bucket
+from rlvr_jax.sampling.rows import (
+    Generated,
+    Rollout,
+    SamplingParams,
+    assemble_rollout,
+    context_bucket,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +135,29 @@ def check_requests(
         pool.check_fits(r.row_id, ctx + r.max_new_tokens - 1)
 
 
+def generated_arrays(
+    rows: int, results: Mapping[int, RowResult], max_new_tokens: int, pad_id: int
+) -> Generated:
+    """Rows 0..rows-1's generated regions [rows, N] (a row without a result generated nothing).
+
+    Raises:
+      ValueError: a result longer than max_new_tokens.
+    """
+    n = max_new_tokens
+    tokens = np.full((rows, n), pad_id, np.int32)
+    valid = np.zeros((rows, n), bool)
+    floats = np.zeros((3, rows, n), np.float32)
+    stopped = np.zeros((rows,), bool)
+    for b, out in results.items():
+        k = len(out.tokens)
+        if k > n:
+            raise ValueError(f"row {b}: {k} tokens for a generated region of {n}")
+        tokens[b, :k], valid[b, :k], stopped[b] = out.tokens, True, out.stopped
+        for j, vals in enumerate((out.logps, out.sampling_logps, out.entropy)):
+            floats[j, b, :k] = vals
+    return Generated(tokens, valid, floats[0], floats[1], floats[2], stopped)
+
+
 def rollout_from_results(
     requests: Sequence[Request],
     results: Mapping[int, RowResult],
@@ -147,34 +176,11 @@ def rollout_from_results(
     Returns:
       Rollout with B = len(requests) rows of L = P + N.
     """
-    n, b = max_new_tokens, len(requests)
-    longest = max(len(r.prompt) + len(r.prefix) for r in requests)
-    p = min(_bucket(longest), max_length - n)
-    tokens = np.full((b, p + n), pad_id, np.int32)
-    prompt_mask, attn, resp = (np.zeros((b, p + n), bool) for _ in range(3))
-    floats = np.zeros((3, b, p + n), np.float32)
-    stopped = np.zeros((b,), bool)
-    for i, r in enumerate(requests):
-        out, ctx = results[r.row_id], list(r.prompt) + list(r.prefix)
-        start, k = p - len(ctx), len(out.tokens)
-        if k > n:
-            raise ValueError(f"row {r.row_id}: {k} tokens for a generated region of {n}")
-        tokens[i, start:p] = ctx
-        prompt_mask[i, start : start + len(r.prompt)] = True
-        attn[i, start : p + k] = True
-        resp[i, p : p + k] = True
-        tokens[i, p : p + k] = out.tokens
-        for j, vals in enumerate((out.logps, out.sampling_logps, out.entropy)):
-            floats[j, i, p : p + k] = vals
-        stopped[i] = out.stopped
-    return Rollout(
-        tokens=tokens,
-        attention_mask=attn,
-        prompt_mask=prompt_mask,
-        response_mask=resp,
-        logps=floats[0],
-        sampling_logps=floats[1],
-        entropy=floats[2],
-        group=np.array([r.group for r in requests], np.int32),
-        stopped=stopped,
-    )
+    contexts = [list(r.prompt) + list(r.prefix) for r in requests]
+    p = min(context_bucket(max(map(len, contexts))), max_length - max_new_tokens)
+    roles = [[0] * len(r.prompt) + [1] * len(r.prefix) for r in requests]
+    zeros = [np.zeros(len(c), np.float32) for c in contexts]
+    ordered = {i: results[r.row_id] for i, r in enumerate(requests)}
+    gen = generated_arrays(len(requests), ordered, max_new_tokens, pad_id)
+    group = [r.group for r in requests]
+    return assemble_rollout(contexts, roles, (zeros, zeros, zeros), group, p, pad_id, gen)

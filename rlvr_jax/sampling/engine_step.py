@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rlvr_jax.models.paged_forward import PagedKVCache, paged_forward
-from rlvr_jax.sampling.generate import _in_compute_dtype
+from rlvr_jax.sampling.generate import in_compute_dtype
 from rlvr_jax.sampling.step import sample_step
 
 
@@ -99,6 +99,7 @@ def decode_step(
     *,
     graphdef,
     block_pages: int = 8,
+    kernel: str = "jax",
 ):
     """Feeds each active slot's last token, then samples its next one.
 
@@ -112,11 +113,11 @@ def decode_step(
       key, row_id_S, index_S: see `row_keys`.
       temperature_S, top_k_S, top_p_S: per-row sampling knobs.
       stop_SxK: int32 stop ids per row, -1 padded.
-      block_pages: static, as in `paged_forward`.
+      block_pages, kernel: static, as in `paged_forward`.
     Returns:
       (the updated cache, DecodeOut).
     """
-    model = nnx.merge(graphdef, _in_compute_dtype(state, graphdef))
+    model = nnx.merge(graphdef, in_compute_dtype(state, graphdef))
     logits_Sx1xV, cache = paged_forward(
         model,
         cache,
@@ -126,6 +127,7 @@ def decode_step(
         active_S.astype(jnp.int32),
         logits="last",
         block_pages=block_pages,
+        kernel=kernel,
     )
     keys_S = row_keys(key, row_id_S, index_S)
     tok_S, lp_S, slp_S, ent_S = sample_rows(
@@ -145,6 +147,7 @@ def prefill_chunk(
     *,
     graphdef,
     block_pages: int = 8,
+    kernel: str = "jax",
 ):
     """Writes one chunk of up to C context tokens per row into its pages.
 
@@ -155,11 +158,11 @@ def prefill_chunk(
       page_table_RxM: int32 page tables (the pages must already be allocated).
       offset_R: int32 slot of each row's first chunk token (tokens already cached).
       n_new_R: int32 in [0, C] real tokens per row (0: an idle lane).
-      block_pages: static, as in `paged_forward`.
+      block_pages, kernel: static, as in `paged_forward`.
     Returns:
       The updated cache (no logits: the last context token is fed by `decode`).
     """
-    model = nnx.merge(graphdef, _in_compute_dtype(state, graphdef))
+    model = nnx.merge(graphdef, in_compute_dtype(state, graphdef))
     _, cache = paged_forward(
         model,
         cache,
@@ -169,6 +172,7 @@ def prefill_chunk(
         n_new_R,
         logits="last",
         block_pages=block_pages,
+        kernel=kernel,
     )
     return cache
 
@@ -177,7 +181,7 @@ def _copy(cache: PagedKVCache, src_C, dst_C) -> PagedKVCache:
     return cache.copy_pages(src_C, dst_C)
 
 
-_STATIC = ("graphdef", "block_pages")
+_STATIC = ("graphdef", "block_pages", "kernel")
 decode = jax.jit(decode_step, static_argnames=_STATIC, donate_argnames=("cache",))
 prefill = jax.jit(prefill_chunk, static_argnames=_STATIC, donate_argnames=("cache",))
 copy_pages = functools.partial(jax.jit, donate_argnums=0)(_copy)

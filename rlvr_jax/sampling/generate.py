@@ -83,7 +83,7 @@ def work_bytes_per_row(config, prompt_len: int, max_new_tokens: int) -> int:
     return prefill + decode + outputs
 
 
-def _in_compute_dtype(state, graphdef):
+def in_compute_dtype(state, graphdef):
     """Float params cast to the compute dtype once, before the loop.
 
     Every layer casts its weights to the compute dtype before using them, so this
@@ -121,7 +121,7 @@ def generate(
 
     Returns (tokens_BxN, valid_BxN, logps_BxN, sampling_logps_BxN, entropy_BxN, stopped_B).
     """
-    model = nnx.merge(graphdef, _in_compute_dtype(state, graphdef))
+    model = nnx.merge(graphdef, in_compute_dtype(state, graphdef))
     bsz, p = ctx_BxP.shape
     n = max_new_tokens
     noise_key, sample_key = jax.random.split(key)

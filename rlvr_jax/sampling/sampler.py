@@ -27,7 +27,6 @@ a multi-process sampler runs on the mesh of the model's weights.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -47,74 +46,20 @@ from rlvr_jax.sampling.generate import (
     kv_head_split,
     work_bytes_per_row,
 )
+from rlvr_jax.sampling.rows import (
+    Generated,
+    Rollout,
+    SamplingParams,
+    assemble_rollout,
+    context_bucket,
+)
 
+__all__ = ["ENGINES", "Rollout", "Sampler", "SamplingParams"]
 
-@dataclasses.dataclass(frozen=True)
-class SamplingParams:
-    """How to sample. All fields but `max_new_tokens`/`n` are runtime data.
-
-    Attributes:
-      temperature: 0 = greedy.
-      top_k: keep the k most likely tokens (0 = off).
-      top_p: nucleus mass (1 = off).
-      max_new_tokens: N, the decode budget (static: sets buffer shapes).
-      stop_token_ids: sampling one of these ends the row (it is kept in the response).
-      n: samples per prompt (one group per prompt, rows grouped consecutively).
-      prompt_noise_sigma: NC-GRPO latent noise (units of hidden RMS) added to
-        context positions at `prompt_noise_layer` during prefill, for the rows
-        where `noise_rows` (a per-row bool list passed to `sample`) is set.
-      prompt_noise_layer: block after which the noise is added (-1 = last).
-    """
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    max_new_tokens: int = 128
-    stop_token_ids: tuple[int, ...] = ()
-    n: int = 1
-    prompt_noise_sigma: float = 0.0
-    prompt_noise_layer: int = -1
-
-    def __post_init__(self):
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0 or self.max_new_tokens < 1 or self.n < 1:
-            raise ValueError(f"invalid top_k/max_new_tokens/n in {self}")
-        if len(self.stop_token_ids) > MAX_STOP_IDS:
-            raise ValueError(f"at most {MAX_STOP_IDS} stop tokens, got {self.stop_token_ids}")
-
-
-@dataclasses.dataclass
-class Rollout:
-    """Sampled sequences on the host (NumPy), in the trainer's [B, L] layout.
-
-    `logps`, `sampling_logps` and `entropy` are aligned like the scoring
-    interface: entry t belongs to token t; they are 0 outside `response_mask`.
-    """
-
-    tokens: np.ndarray  # [B, L] int32
-    attention_mask: np.ndarray  # [B, L] bool
-    prompt_mask: np.ndarray  # [B, L] bool
-    response_mask: np.ndarray  # [B, L] bool
-    logps: np.ndarray  # [B, L] float32, temperature-1 model log-probs
-    sampling_logps: np.ndarray  # [B, L] float32, log-probs under the sampling distribution
-    entropy: np.ndarray  # [B, L] float32, entropy of the temperature-1 distribution
-    group: np.ndarray  # [B] int32, index of the prompt each row answers
-    stopped: np.ndarray  # [B] bool, the last turn ended with a stop token
-
-    @property
-    def forced_mask(self) -> np.ndarray:
-        return self.attention_mask & ~self.prompt_mask & ~self.response_mask
-
-    def response_tokens(self, b: int) -> list[int]:
-        """Tokens after the prompt in row b (sampled and forced, in order)."""
-        keep = self.attention_mask[b] & ~self.prompt_mask[b]
-        return self.tokens[b][keep].tolist()
-
-    def sampled_tokens(self, b: int) -> list[int]:
-        return self.tokens[b][self.response_mask[b]].tolist()
+# Sampling paths: "static" (one dense-cache program per call, every row kept to the
+# longest) and "paged" (`sampling.engine.Engine`: paged KV cache, continuous batching,
+# one prefill per group).
+ENGINES = ("static", "paged")
 
 
 def _weights_mesh(model) -> jax.sharding.Mesh:
@@ -125,11 +70,6 @@ def _weights_mesh(model) -> jax.sharding.Mesh:
     raise ValueError(
         "a multi-process Sampler needs mesh= or a model whose weights are sharded on a mesh"
     )
-
-
-def _bucket(length: int, minimum: int = 16) -> int:
-    """Next power of two (>= minimum): few distinct shapes, so few compiles."""
-    return max(minimum, 1 << max(0, (length - 1)).bit_length())
 
 
 class Sampler:
@@ -155,6 +95,11 @@ class Sampler:
         rules="fsdp",
         cache_bytes: float | None = None,
         cache_dtype: str | None = None,
+        engine: str = "static",
+        page_size: int = 16,
+        decode_slots: int = 64,
+        prefill_chunk: int = 64,
+        paged_kernel: str = "jax",
     ):
         """Args:
         model: the policy; its current weights are used at every call.
@@ -173,7 +118,27 @@ class Sampler:
           call's rows drawing with `fold_in(key, call)`. None: one call.
         cache_dtype: KV cache storage dtype ("bfloat16" halves it; None: the
           model's compute dtype).
+        engine: "static" or "paged" (`ENGINES`). The paged engine samples on one
+          device (no mesh or a one-device mesh, one process) and without prompt
+          noise: calls with noise rows take the static path. Its page pool is
+          `cache_bytes` of pages (None: enough for every slot to hold a max_length row).
+        page_size: Z, token slots per page (paged).
+        decode_slots: S, rows decoded together (paged).
+        prefill_chunk: C, context tokens per row per prefill call (paged).
+        paged_kernel: the engine's attention over pages, "jax" or "pallas" (TPU).
         """
+        if engine not in ENGINES:
+            raise ValueError(f"engine={engine!r} (rollout.engine); choose one of {ENGINES}")
+        if engine == "paged" and ((mesh is not None and mesh.size > 1) or jax.process_count() > 1):
+            raise ValueError(
+                "engine='paged' (rollout.engine) samples on one device of one process; a "
+                f"mesh of {mesh.size if mesh is not None else 1} devices or a "
+                f"{jax.process_count()}-process run needs engine='static'"
+            )
+        self.engine, self.page_size = engine, page_size
+        self.decode_slots, self.prefill_chunk = decode_slots, prefill_chunk
+        self.paged_kernel = paged_kernel
+        self._paged = None  # the Engine, built at the first paged call
         if cache_dtype not in (None, "float32", "bfloat16"):
             raise ValueError(f"cache_dtype={cache_dtype!r}; choose None, 'float32' or 'bfloat16'")
         if cache_bytes is not None and cache_bytes <= 0:
@@ -211,7 +176,40 @@ class Sampler:
             rules=self.rules,
             cache_bytes=self.cache_bytes,
             cache_dtype=self.cache_dtype,
+            engine=self.engine,
+            page_size=self.page_size,
+            decode_slots=self.decode_slots,
+            prefill_chunk=self.prefill_chunk,
+            paged_kernel=self.paged_kernel,
         )
+
+    def paged_engine(self):
+        """The paged `Engine` of this sampler (built once; its pool and programs persist)."""
+        if self._paged is None:
+            from rlvr_jax.sampling.engine import Engine
+            from rlvr_jax.sampling.pages import PagePool, pages_for_budget
+
+            cfg, z = self.config, self.page_size
+            if self.cache_bytes is None:
+                num = self.decode_slots * PagePool(1, z).pages_for(self.max_length)
+            else:
+                dtype = jnp.dtype(self.cache_dtype or cfg.dtype)
+                num = pages_for_budget(
+                    self.cache_bytes, z, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
+                    dtype.itemsize,
+                )  # fmt: skip
+            self._paged = Engine(
+                self.model,
+                num_pages=num,
+                page_size=z,
+                slots=self.decode_slots,
+                max_length=self.max_length,
+                prefill_chunk=self.prefill_chunk,
+                pad_id=self.pad_id,
+                cache_dtype=self.cache_dtype,
+                kernel=self.paged_kernel,
+            )
+        return self._paged
 
     def sample(
         self,
@@ -246,7 +244,18 @@ class Sampler:
         contexts = [r + f for r, f in zip(rows, forced, strict=True)]
         zeros = [np.zeros(len(c), np.float32) for c in contexts]
         return self._run(
-            contexts, roles, zeros, zeros, zeros, group, params, key, noise_rows, state, None
+            contexts,
+            roles,
+            zeros,
+            zeros,
+            zeros,
+            group,
+            params,
+            key,
+            noise_rows,
+            state,
+            None,
+            shared_prompt=[len(r) for r in rows],
         )
 
     def continue_rollout(
@@ -355,7 +364,13 @@ class Sampler:
         state,
         active,
         prev_stopped=None,
+        shared_prompt=None,
     ):
+        """Checks the rows, generates them on the static or paged path, assembles the Rollout.
+
+        shared_prompt: per row, the length of its group's shared prompt (sample: the
+        prompt, prefilled once per group by the paged engine); None: no sharing.
+        """
         cfg, n_new = self.config, params.max_new_tokens
         longest = max((len(c) for c in contexts), default=0)
         if not contexts or min(len(c) for c in contexts) == 0:
@@ -374,7 +389,57 @@ class Sampler:
         bsz = len(contexts)
         if noise_rows is not None and len(noise_rows) != bsz:
             raise ValueError(f"noise_rows has {len(noise_rows)} entries for {bsz} rows")
-        p = min(_bucket(longest), self.max_length - n_new)
+        p = min(context_bucket(longest), self.max_length - n_new)
+        use_noise = params.prompt_noise_sigma > 0 and noise_rows is not None and any(noise_rows)
+        use_noise = bool(distributed.max_over_processes(np.array([use_noise]))[0])
+        done_all = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
+        if self.engine == "paged" and not use_noise:
+            gen = self._paged_generate(contexts, group, shared_prompt, params, key, done_all, state)
+        else:
+            gen, p = self._static_generate(
+                contexts, p, params, key, noise_rows, use_noise, done_all, state
+            )
+        return assemble_rollout(
+            contexts,
+            roles,
+            (lps, slps, ents),
+            group,
+            p,
+            self.pad_id,
+            gen,
+            prev_stopped,
+            done_all if prev_stopped is not None else None,
+        )
+
+    def _paged_generate(self, contexts, group, shared_prompt, params, key, done_all, state):
+        """The rows' generated regions from the paged engine (carried rows generate nothing)."""
+        from rlvr_jax.sampling.engine_rollout import Request, generated_arrays
+
+        requests = []
+        for b, c in enumerate(contexts):
+            if done_all[b]:
+                continue
+            cut = len(c) if shared_prompt is None else shared_prompt[b]
+            requests.append(
+                Request(
+                    row_id=b,
+                    prompt=tuple(c[:cut]),
+                    # A continuation's rows share nothing: each is its own group.
+                    group=int(group[b]) if shared_prompt is not None else b,
+                    max_new_tokens=params.max_new_tokens,
+                    prefix=tuple(c[cut:]),
+                    temperature=params.temperature,
+                    top_k=params.top_k,
+                    top_p=params.top_p,
+                    stop_token_ids=tuple(params.stop_token_ids),
+                )
+            )
+        results = self.paged_engine().generate(requests, key, state=state) if requests else {}
+        return generated_arrays(len(contexts), results, params.max_new_tokens, self.pad_id)
+
+    def _static_generate(self, contexts, p, params, key, noise_rows, use_noise, done_all, state):
+        """The rows' generated regions from the dense-cache program, in calls of equal rows."""
+        n_new, bsz = params.max_new_tokens, len(contexts)
         chunk = self.rows_per_call(bsz, p, n_new)
         calls = -(-bsz // chunk)
         # Multi-process: one program over every host's rows, so all take the largest shape
@@ -382,11 +447,8 @@ class Sampler:
         chunk, p, calls = (
             int(v) for v in distributed.max_over_processes(np.array([chunk, p, calls]))
         )
-        use_noise = params.prompt_noise_sigma > 0 and noise_rows is not None and any(noise_rows)
-        use_noise = bool(distributed.max_over_processes(np.array([use_noise]))[0])
         stop = np.full((MAX_STOP_IDS,), -1, np.int32)
         stop[: len(params.stop_token_ids)] = params.stop_token_ids
-        done_all = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
         sigma_all = np.zeros((bsz,), np.float32)
         if noise_rows is not None:
             sigma_all[np.asarray(noise_rows, bool)] = params.prompt_noise_sigma
@@ -406,10 +468,10 @@ class Sampler:
         for call in range(calls):
             lo, hi = min(call * chunk, bsz), min((call + 1) * chunk, bsz)
             ctx = np.full((chunk, p), self.pad_id, np.int32)
-            role = np.full((chunk, p), -1, np.int8)  # -1 pad, 0 prompt, 1 forced, 2 sampled
+            real = np.zeros((chunk, p), bool)
             for b, c in enumerate(contexts[lo:hi]):
                 ctx[b, p - len(c) :] = c
-                role[b, p - len(c) :] = roles[lo + b]
+                real[b, p - len(c) :] = True
             done0 = np.ones((chunk,), bool)  # idle rows at the end
             done0[: hi - lo] = done_all[lo:hi]
             sigma = np.zeros((chunk,), np.float32)
@@ -417,7 +479,7 @@ class Sampler:
             gen = self._generate(
                 current if state is None else state,
                 put(ctx),
-                put(role >= 0),
+                put(real),
                 key if calls == 1 else jax.random.fold_in(key, call),
                 put(np.full((chunk,), params.temperature, np.float32)),
                 put(np.full((chunk,), params.top_k, np.int32)),
@@ -432,23 +494,5 @@ class Sampler:
                 cache_dtype=self.cache_dtype,
             )
             outs.append([fetch(x)[: hi - lo] for x in gen])
-            outs[-1] += [ctx[: hi - lo], role[: hi - lo]]
-        tok, valid, lp, slp, ent, stopped, ctx, role = (
-            np.concatenate(parts) for parts in zip(*outs, strict=True)
-        )
-        ctx_f = np.zeros((3, bsz, p), np.float32)
-        for b, c in enumerate(contexts):
-            for i, src in enumerate((lps, slps, ents)):
-                ctx_f[i, b, p - len(c) :] = src[b]
-        sampled = role == 2
-        return Rollout(
-            tokens=np.concatenate([ctx, tok], axis=1),
-            attention_mask=np.concatenate([role >= 0, valid], axis=1),
-            prompt_mask=np.concatenate([role == 0, np.zeros_like(valid)], axis=1),
-            response_mask=np.concatenate([sampled, valid], axis=1),
-            logps=np.concatenate([np.where(sampled, ctx_f[0], 0), lp], axis=1),
-            sampling_logps=np.concatenate([np.where(sampled, ctx_f[1], 0), slp], axis=1),
-            entropy=np.concatenate([np.where(sampled, ctx_f[2], 0), ent], axis=1),
-            group=np.asarray(group, np.int32),
-            stopped=stopped if prev_stopped is None else np.where(done_all, prev_stopped, stopped),
-        )
+        parts = (np.concatenate(part) for part in zip(*outs, strict=True))
+        return Generated(*parts), p

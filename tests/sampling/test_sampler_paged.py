@@ -1,0 +1,158 @@
+"""`Sampler(engine="paged")`: the paged engine behind the Sampler interface.
+
+Oracles: the static Sampler (greedy rollouts equal field by field; noise calls
+take the static path, so they equal it under any key), a full causal pass
+(teacher-forced log-probs, via test_sampler's helpers) and the engine itself
+(sampled rows do not depend on the slot count). Every paged sampler here has
+Z = 4, S = 4 slots and prefill chunks of 8 tokens.
+"""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.sharding import make_mesh
+from rlvr_jax.sampling.pages import page_bytes
+from tests.sampling import test_sampler
+from tests.sampling.test_sampler import (
+    CFG,
+    GREEDY,
+    N_NEW,
+    PROMPTS2,
+    PROMPTS4,
+    WIDTH,
+    assert_logps_match_teacher_forcing,
+    assert_same_rollout,
+    check_layout,
+)
+
+model, ref = test_sampler.model, test_sampler.ref  # the same fixtures
+
+MAX_LEN = 64
+
+
+def _paged(model, **kw):
+    kw = dict(page_size=4, decode_slots=4, prefill_chunk=8) | kw
+    return Sampler(model, engine="paged", max_length=MAX_LEN, **kw)
+
+
+@pytest.fixture(scope="module")
+def static(model):
+    return Sampler(model, max_length=MAX_LEN)
+
+
+@pytest.fixture(scope="module")
+def paged(model):
+    return _paged(model)
+
+
+def assert_close_rollout(a, b, atol=1e-5):
+    for name in ("tokens", "attention_mask", "prompt_mask", "response_mask", "group", "stopped"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for name in ("logps", "sampling_logps", "entropy"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), atol=atol, err_msg=name)
+
+
+def test_greedy_sample_equals_static(paged, static):
+    """Ragged prompts, groups of 2 sharing one prefill, forced prefixes: greedy rollouts equal
+    the static path's; the engine prefilled each group's prompt once."""
+    assert_close_rollout(
+        paged.sample(PROMPTS4, GREEDY, jax.random.key(0)),
+        static.sample(PROMPTS4, GREEDY, jax.random.key(0)),
+    )
+    greedy2 = dataclasses.replace(GREEDY, n=2)
+    prefixes = [[7], [8, 9], [], [10, 11, 12]]
+    out = paged.sample(PROMPTS2, greedy2, jax.random.key(0), prefixes=prefixes)
+    check_layout(out, [q for q in PROMPTS2 for _ in range(2)], prefixes)
+    assert_close_rollout(
+        out, static.sample(PROMPTS2, greedy2, jax.random.key(0), prefixes=prefixes)
+    )
+    stats = paged.paged_engine().stats
+    assert stats.page_copies == 4  # every row forked its group's prefilled prompt
+    # Parents (prompt minus its last token) once per group, then each row's own context
+    # past the fork (the prompt's last token and the prefix) minus its last token, which
+    # the first decode step feeds.
+    parents = sum(len(q) - 1 for q in PROMPTS2)
+    own = sum(1 + len(f) - 1 for f in prefixes)
+    assert stats.prefill_tokens == parents + own
+
+
+def test_sampled_rows_score_like_teacher_forcing_and_ignore_slots(paged, model, ref):
+    """Temperature 1: log-probs equal a full pass; 2 slots for 8 rows give the same rows."""
+    params = SamplingParams(temperature=1.0, max_new_tokens=N_NEW, n=2)
+    key = jax.random.key(4)
+    out = paged.sample(PROMPTS4, params, key)
+    assert out.tokens.shape == (8, WIDTH)
+    assert_logps_match_teacher_forcing(ref, nnx.state(model), _rows(out, 4))
+    assert_logps_match_teacher_forcing(ref, nnx.state(model), _rows(out, 4, 8))
+    narrow = _paged(model, decode_slots=2)
+    assert_close_rollout(narrow.sample(PROMPTS4, params, key), out)
+    assert narrow.paged_engine().stats.decode_steps > N_NEW  # rows waited for slots
+    # Another key, other rows (the key is used).
+    assert not np.array_equal(paged.sample(PROMPTS4, params, jax.random.key(5)).tokens, out.tokens)
+
+
+def _rows(r, lo, hi=None):
+    """Rows [lo:hi] (or [0:lo]) of a Rollout, for the 4-row teacher-forcing oracle."""
+    sl = slice(0, lo) if hi is None else slice(lo, hi)
+    return dataclasses.replace(r, **{f.name: getattr(r, f.name)[sl] for f in dataclasses.fields(r)})
+
+
+def test_continue_rollout_equals_static_and_carries_ended_rows(paged, static, model, ref):
+    """A second turn after observations, one row ended: greedy equals the static path,
+    earlier turns keep their log-probs, the ended row is carried and generates nothing."""
+    greedy2 = dataclasses.replace(GREEDY, n=2)
+    first = static.sample(PROMPTS2, greedy2, jax.random.key(0))
+    observations = [[5, 6], [7], None, [8, 9, 10]]
+    want = static.continue_rollout(first, observations, GREEDY, jax.random.key(3))
+    got = paged.continue_rollout(first, observations, GREEDY, jax.random.key(3))
+    assert_close_rollout(got, want)
+    assert got.attention_mask[2].sum() == first.attention_mask[2].sum()
+    assert got.stopped[2] == first.stopped[2]
+    params = SamplingParams(temperature=1.0, max_new_tokens=N_NEW)
+    sampled = paged.continue_rollout(first, observations, params, jax.random.key(3))
+    assert_logps_match_teacher_forcing(ref, nnx.state(model), sampled)
+
+
+def test_noise_rows_take_the_static_path(paged, static):
+    """NC-GRPO prompt noise is not in the engine: such calls equal the static sampler's
+    under a temperature-1 key (which the engine's keying would not reproduce)."""
+    params = SamplingParams(
+        temperature=1.0, max_new_tokens=N_NEW, n=2, prompt_noise_sigma=1.0, prompt_noise_layer=0
+    )
+    rows = [True, False, False, True]
+    key = jax.random.key(7)
+    assert_same_rollout(
+        paged.sample(PROMPTS2, params, key, noise_rows=rows),
+        static.sample(PROMPTS2, params, key, noise_rows=rows),
+    )
+
+
+def test_budget_sets_the_pool_and_bad_settings_name_the_field(model):
+    """cache_bytes = k pages (+ the null page) gives a pool of k pages; bad settings raise."""
+    per_page = page_bytes(4, CFG.num_layers, CFG.num_kv_heads, CFG.head_dim, 4)
+    sized = _paged(model, cache_bytes=per_page * 41)
+    assert sized.paged_engine().pool.num_pages == 40
+    default = _paged(model)  # every slot can hold a max_length row
+    assert default.paged_engine().pool.num_pages == 4 * (MAX_LEN // 4)
+    with pytest.raises(ValueError, match="rollout.cache_gib"):
+        _paged(model, cache_bytes=per_page * 1.5).paged_engine()
+    with pytest.raises(ValueError, match="engine='bogus'"):
+        Sampler(model, engine="bogus")
+    one = make_mesh((1, 1, 1), jax.devices()[:1])
+    assert Sampler(model, engine="paged", mesh=one).engine == "paged"  # the trainer's default
+    # A row longer than the whole pool fails before anything runs, naming the row.
+    tiny = _paged(model, cache_bytes=per_page * 3)
+    with pytest.raises(ValueError, match="row 0"):
+        tiny.sample([[1] * 20], GREEDY, jax.random.key(0))
+
+
+def test_with_model_keeps_the_engine_settings(paged, model):
+    other = paged.with_model(model)
+    kept = (other.engine, other.page_size, other.decode_slots, other.prefill_chunk)
+    assert kept + (other.paged_kernel,) == ("paged", 4, 4, 8, "jax")
+    assert other.paged_engine() is not paged.paged_engine()
