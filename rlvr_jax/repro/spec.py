@@ -189,7 +189,9 @@ class Sweep:
 
     Attributes:
       arm: the arm's name.
-      field: the config field path of the coefficient ("credit.rstg.coef").
+      field: the config field path of the coefficient ("credit.rstg.coef"); several
+        paths joined by commas are one coefficient set in each (CPO's λ on correct and
+        on wrong rows: "credit.cpo.lam_correct,credit.cpo.lam_wrong").
       values: the candidates, in the order the page lists them.
       seeds: the seeds each value runs with.
       metric: the eval key compared on the validation split ("pass@1").
@@ -209,11 +211,19 @@ class Sweep:
                 f"sweep of arm {self.arm!r}: values {self.values} must be >= 2 distinct values "
                 f"and seeds {self.seeds} not empty"
             )
+        if not all(self.fields) or len(set(self.fields)) != len(self.fields):
+            raise ValueError(f"sweep of arm {self.arm!r}: field {self.field!r} names an empty "
+                             "or repeated path")  # fmt: skip
         if self.validation_problems < 1:
             raise ValueError(
                 f"sweep of arm {self.arm!r}: validation_problems = {self.validation_problems}; "
                 "must be >= 1"
             )
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The config paths set to each value (`field` split at commas)."""
+        return tuple(f.strip() for f in self.field.split(","))
 
     def same_design(self, other: Sweep) -> bool:
         """Same values, seeds, metric and validation size (the field may differ)."""

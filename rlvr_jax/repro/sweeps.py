@@ -26,10 +26,10 @@ VAL = "val/"  # prefix of the trainer's validation keys (`eval.validation_proble
 
 
 def candidate(arm: Arm, sweep: Sweep, value: float) -> Arm:
-    """`arm` run with `sweep.field = value` and the validation evaluation on."""
+    """`arm` run with each of `sweep.fields` = value and the validation evaluation on."""
     overrides = {
         **arm.overrides,
-        sweep.field: value,
+        **dict.fromkeys(sweep.fields, value),
         "eval.validation_problems": sweep.validation_problems,
     }
     return dataclasses.replace(arm, name=f"{arm.name}[{value:g}]", overrides=overrides)

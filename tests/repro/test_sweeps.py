@@ -126,3 +126,24 @@ def test_declarations_are_checked():
         Reproduction(**{**base.__dict__, "sweeps": (Sweep("rstg", FIELD, (0.1, 1.0)),) * 2})
     with pytest.raises(ValueError, match="2 distinct values"):
         Sweep("rstg", FIELD, (1.0,))
+    with pytest.raises(ValueError, match="empty or repeated path"):
+        Sweep("rstg", f"{FIELD},{FIELD}", (0.1, 1.0))
+
+
+def test_a_sweep_over_several_fields_sets_each_to_the_value():
+    """One coefficient in two paths (CPO's λ on correct and wrong rows): every candidate sets
+    both to its value, and the other overrides of the arm stay."""
+    from rlvr_jax.repro.sweeps import candidate
+
+    two = "credit.cpo.lam_correct, credit.cpo.lam_wrong"
+    sweep = Sweep("cpo", two, (0.1, 0.3))
+    assert sweep.fields == ("credit.cpo.lam_correct", "credit.cpo.lam_wrong")
+    arm = Arm("cpo", "cpo/cpo.py", {"model.role": "privileged"})
+    got = candidate(arm, sweep, 0.3)
+    assert got.name == "cpo[0.3]"
+    assert got.overrides == {
+        "model.role": "privileged",
+        "credit.cpo.lam_correct": 0.3,
+        "credit.cpo.lam_wrong": 0.3,
+        "eval.validation_problems": 256,
+    }

@@ -112,7 +112,7 @@ METHODS = {
         loss="h2sd_kl",
         signals="hint",
         # The failed rows' reverse KL is counted once, in the loss.
-        fields={"credit.h2sd.kl_coef": 0.0, "loss.h2sd_kl.kl_coef": 1.0},
+        fields={"credit.h2sd.kl_coef": 0.0, "loss.h2sd_kl.kl_coef": 0.1},
     ),
     "h2sd/h2sd_full": dict(
         transforms="h2sd",
