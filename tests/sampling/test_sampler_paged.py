@@ -15,8 +15,8 @@ import pytest
 from flax import nnx
 
 from rlvr_jax.sampling import Sampler, SamplingParams
-from rlvr_jax.sharding import make_mesh
 from rlvr_jax.sampling.pages import page_bytes
+from rlvr_jax.sharding import make_mesh
 from tests.sampling import test_sampler
 from tests.sampling.test_sampler import (
     CFG,
