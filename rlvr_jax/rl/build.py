@@ -13,7 +13,8 @@ import ml_collections
 from flax import nnx
 
 from rlvr_jax import sharding, tasks
-from rlvr_jax.models import init_model, load_pretrained
+from rlvr_jax.models import init_model, load_pretrained, presets
+from rlvr_jax.models.config import ModelConfig
 from rlvr_jax.models.tiny import tiny_config
 from rlvr_jax.models.transformer import Transformer, with_execution
 from rlvr_jax.optim import build_optimizer
@@ -41,7 +42,8 @@ def _build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]
     Sources: "warm_start" (the cached SFT model of `model.domain`/`model.role`,
     trained first if missing), "pretrained" (a Hugging Face directory at
     `model.path` with its tokenizer), "random" (a tiny randomly initialised
-    Qwen3 with the shipped task tokenizer: for pulse tests). Parameters are
+    Qwen3 with the shipped task tokenizer, for pulse tests, or a preset's architecture:
+    `random_model_config`). Parameters are
     stored in `model.param_dtype` and computed in `model.dtype`.
     """
     from rlvr_jax.train import warmstart  # lazy: pulls in training code
@@ -54,19 +56,39 @@ def _build_policy(c: ml_collections.ConfigDict) -> tuple[Transformer, Tokenizer]
         dtype = jnp_dtype(m.param_dtype)
         model, _ = load_pretrained(m.path, dtype, compute_dtype=jnp_dtype(m.dtype))
         return model, warmstart.load_model_tokenizer(m.path)
-    if m.random_size != "tiny":
-        raise ValueError(f"config.model.random_size = {m.random_size!r}; valid: tiny")
-
     tokenizer = warmstart.default_tokenizer()
-    config = tiny_config(
-        "qwen3",
-        vocab_size=tokenizer.vocab_size,
-        eos_token_id=tokenizer.eos_id,
-        max_position_embeddings=512,
-        param_dtype=m.param_dtype,
-        dtype=m.dtype,
-    )
-    return init_model(config, seed=c.seed), tokenizer
+    return init_model(random_model_config(m, tokenizer), seed=c.seed), tokenizer
+
+
+def random_model_config(m: ml_collections.ConfigDict, tokenizer) -> ModelConfig:
+    """The architecture of a `model.source = "random"` policy (`model.random_size`).
+
+    "tiny": the pulse tests' Qwen3 over the shipped tokenizer's vocabulary; a preset
+    name (`models.presets.NAMES`, e.g. "qwen3-0.6b"): that checkpoint's architecture
+    and vocabulary, randomly initialised (speed and memory checks; the shipped
+    tokenizer's ids are a prefix of its vocabulary).
+    """
+    dtypes = dict(param_dtype=m.param_dtype, dtype=m.dtype)
+    if m.random_size == "tiny":
+        return tiny_config(
+            "qwen3",
+            vocab_size=tokenizer.vocab_size,
+            eos_token_id=tokenizer.eos_id,
+            max_position_embeddings=512,
+            **dtypes,
+        )
+    if m.random_size not in presets.NAMES:
+        raise ValueError(
+            f"config.model.random_size = {m.random_size!r}; valid: tiny, "
+            + ", ".join(presets.NAMES)
+        )
+    cfg = presets.preset(m.random_size, eos_token_id=tokenizer.eos_id, **dtypes)
+    if cfg.vocab_size < tokenizer.vocab_size:
+        raise ValueError(
+            f"config.model.random_size = {m.random_size!r}: its vocabulary of {cfg.vocab_size} "
+            f"is smaller than the shipped tokenizer's {tokenizer.vocab_size}"
+        )
+    return cfg
 
 
 def jnp_dtype(name: str):

@@ -43,7 +43,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.model.path = (
         ""  # pretrained: a Hugging Face directory (config.json + safetensors + tokenizer)
     )
-    c.model.random_size = "tiny"  # random: "tiny" (pulse tests) — init from seed, shipped tokenizer
+    # random: "tiny" (pulse tests) or a preset name (models.presets, e.g. "qwen3-0.6b": that
+    # architecture, randomly initialised); init from seed, shipped tokenizer
+    c.model.random_size = "tiny"
     c.model.param_dtype = "float32"  # storage dtype of the policy's params: one of MODEL_DTYPES
     c.model.dtype = "float32"  # compute dtype of its activations and matmuls: one of MODEL_DTYPES
     # How the policy is computed (models.ModelConfig; same values either way):
