@@ -117,6 +117,7 @@ def default_config() -> ml_collections.ConfigDict:
     c.rollout.decode_slots = 64  # S, rows decoded together (paged)
     c.rollout.prefill_chunk = 64  # C, context tokens per row per prefill call (paged)
     c.rollout.paged_kernel = "jax"  # attention over pages: "jax" (any backend), "pallas" (TPU)
+    c.rollout.paged_block_pages = 2  # pages per softmax block of the "jax" kernel (paged)
 
     # --------------------------------------------------------------------- score
     c.reward = ml_collections.ConfigDict()

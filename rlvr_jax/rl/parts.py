@@ -209,6 +209,7 @@ def _sampler(c, model, tokenizer, pad_id: int, mesh) -> tuple[Sampler, SamplingP
         decode_slots=c.rollout.decode_slots,
         prefill_chunk=c.rollout.prefill_chunk,
         paged_kernel=c.rollout.paged_kernel,
+        paged_block_pages=c.rollout.paged_block_pages,
     )
     sampling = SamplingParams(
         temperature=c.rollout.temperature,

@@ -111,7 +111,7 @@ def _check_model(c: ml_collections.ConfigDict) -> None:
         raise ValueError(f"config.rollout.cache_gib = {c.rollout.cache_gib!r}; must be >= 0")
     one_of("rollout.engine", c.rollout.engine, ENGINES)
     one_of("rollout.paged_kernel", c.rollout.paged_kernel, ("jax", "pallas"))
-    for field in ("page_size", "decode_slots", "prefill_chunk"):
+    for field in ("page_size", "decode_slots", "prefill_chunk", "paged_block_pages"):
         _at_least(c, f"rollout.{field}", 1)
     if c.model.source == "pretrained" and not c.model.path:
         raise ValueError("config.model.path is required when config.model.source = 'pretrained'")

@@ -100,6 +100,7 @@ class Sampler:
         decode_slots: int = 64,
         prefill_chunk: int = 64,
         paged_kernel: str = "jax",
+        paged_block_pages: int = 2,
     ):
         """Args:
         model: the policy; its current weights are used at every call.
@@ -126,6 +127,7 @@ class Sampler:
         decode_slots: S, rows decoded together (paged).
         prefill_chunk: C, context tokens per row per prefill call (paged).
         paged_kernel: the engine's attention over pages, "jax" or "pallas" (TPU).
+        paged_block_pages: pages per softmax block of the "jax" kernel (`Engine`).
         """
         if engine not in ENGINES:
             raise ValueError(f"engine={engine!r} (rollout.engine); choose one of {ENGINES}")
@@ -137,7 +139,7 @@ class Sampler:
             )
         self.engine, self.page_size = engine, page_size
         self.decode_slots, self.prefill_chunk = decode_slots, prefill_chunk
-        self.paged_kernel = paged_kernel
+        self.paged_kernel, self.paged_block_pages = paged_kernel, paged_block_pages
         self._paged = None  # the Engine, built at the first paged call
         if cache_dtype not in (None, "float32", "bfloat16"):
             raise ValueError(f"cache_dtype={cache_dtype!r}; choose None, 'float32' or 'bfloat16'")
@@ -181,6 +183,7 @@ class Sampler:
             decode_slots=self.decode_slots,
             prefill_chunk=self.prefill_chunk,
             paged_kernel=self.paged_kernel,
+            paged_block_pages=self.paged_block_pages,
         )
 
     def paged_engine(self):
@@ -208,6 +211,7 @@ class Sampler:
                 pad_id=self.pad_id,
                 cache_dtype=self.cache_dtype,
                 kernel=self.paged_kernel,
+                block_pages=self.paged_block_pages,
             )
         return self._paged
 

@@ -154,5 +154,5 @@ def test_budget_sets_the_pool_and_bad_settings_name_the_field(model):
 def test_with_model_keeps_the_engine_settings(paged, model):
     other = paged.with_model(model)
     kept = (other.engine, other.page_size, other.decode_slots, other.prefill_chunk)
-    assert kept + (other.paged_kernel,) == ("paged", 4, 4, 8, "jax")
+    assert kept + (other.paged_kernel, other.paged_block_pages) == ("paged", 4, 4, 8, "jax", 2)
     assert other.paged_engine() is not paged.paged_engine()
