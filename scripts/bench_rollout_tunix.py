@@ -8,8 +8,8 @@ Install (no deps; tunix's other imports, flax etc., come from this repo's enviro
 The rlvr_jax checkpoint (HF format) loads through `tunix.models.qwen3.params
 .create_model_from_safe_tensors` into a `ModelConfig` built from our dims (plus a rope
 theta patch, see `load`); `runner` first checks tunix's greedy tokens against rlvr_jax's
-(`check_greedy`). All P * G rows (prompts repeated G times) go in one tunix call, one
-batch, left-padded to the longest prompt (`max_prompt_length` = its length, no bucketing),
+(`check_greedy`). All P * G rows (prompts repeated G times) go in calls of `BATCH`
+rows, left-padded to the longest prompt (`max_prompt_length` = its length, no bucketing),
 temperature 1 with top_p = 1 and no top-k (tunix then draws from the full softmax), and
 exactly `w.longest` new tokens per row: the only EOS id is -2, which is never sampled. The
 pad id is -1 (its embedding lookup wraps to a real row, and it is masked): tunix finds
@@ -106,11 +106,16 @@ def check_greedy(hf_dir, model, cfg, new: int = 8):
     return theirs
 
 
+BATCH = 128  # rows per tunix call: its prefill materialises [rows, heads, width, width]
+# attention scores, and 512 rows of 512-token prompts ran this 23 GB machine out of memory
+
+
 def runner(hf_dir, w, cfg):
     """`run(seed, warm=False) -> dict(waste, decode_steps)` over the whole workload.
 
-    One batch of all rows; warm=True makes the same call (the same prefill and decode-loop
-    programs: tunix compiles one of each per batch/width/steps, so no smaller call would do).
+    Rows in calls of BATCH (all at the same width, so one prefill and one decode-loop
+    program serve every call); warm=True runs the first call only (tunix compiles one
+    program of each per batch/width/steps, so that call compiles everything).
     """
     from rlvr_jax.models import load_pretrained
 
@@ -120,8 +125,10 @@ def runner(hf_dir, w, cfg):
     sampler = make_sampler(load(hf_dir, cfg), cfg, width, w.longest)
 
     def run(seed, warm=False):
-        toks = generate(sampler, rows, width, w.longest, seed)
-        assert toks.shape == (len(rows), w.longest) and toks.min() >= 0, toks.shape
+        for i in range(0, BATCH if warm else len(rows), BATCH):
+            part = rows[i : i + BATCH]
+            toks = generate(sampler, part, width, w.longest, seed * 1000 + i)
+            assert toks.shape == (len(part), w.longest) and toks.min() >= 0, toks.shape
         computed = len(rows) * (width + w.longest)
         return dict(waste=computed - w.necessary, decode_steps=w.longest)
 
