@@ -12,17 +12,9 @@ compares wall times of runs made at different machine loads (the static arm's ru
 the shared GRPO baseline's); scripts/bench_rollout.py is the controlled comparison.
 """
 
-from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at
-from rlvr_jax.repro.metrics import STEP_SECONDS
+from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
+from rlvr_jax.repro.metrics import ROLLOUT_SECONDS, STEP_SECONDS
 from rlvr_jax.repro.miniature import COMMON, GRPO, TUNING, shrunk
-
-ROLLOUT_SECONDS = Metric(
-    "rollout s",
-    "rollout_seconds",
-    reduce="mean",
-    fmt="{:.2f}",
-    doc="mean wall seconds of an RL step's rollout sampling (a loaded machine inflates it)",
-)
 
 
 def get_reproduction() -> Reproduction:

@@ -55,6 +55,13 @@ STEP_SECONDS = Metric(
     fmt="{:.1f}",
     doc="mean wall seconds of an RL step (sampling + update; a loaded machine inflates it)",
 )
+ROLLOUT_SECONDS = Metric(
+    "rollout s",
+    "rollout_seconds",
+    reduce="mean",
+    fmt="{:.2f}",
+    doc="mean wall seconds of an RL step's rollout sampling (a loaded machine inflates it)",
+)
 ENTROPY = Metric(
     "entropy", "entropy", reduce="mean", fmt="{:.3f}", doc="mean token entropy of the rollouts"
 )

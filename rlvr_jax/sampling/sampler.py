@@ -38,6 +38,8 @@ from flax import nnx
 
 from rlvr_jax import distributed, sharding
 from rlvr_jax.models.transformer import Transformer
+from rlvr_jax.sampling.engine import Engine
+from rlvr_jax.sampling.engine_rollout import Request, generated_arrays
 from rlvr_jax.sampling.generate import (
     MAX_STOP_IDS,
     cache_slots,
@@ -46,6 +48,7 @@ from rlvr_jax.sampling.generate import (
     kv_head_split,
     work_bytes_per_row,
 )
+from rlvr_jax.sampling.pages import pages_for_budget
 from rlvr_jax.sampling.rows import (
     Generated,
     Rollout,
@@ -189,12 +192,9 @@ class Sampler:
     def paged_engine(self):
         """The paged `Engine` of this sampler (built once; its pool and programs persist)."""
         if self._paged is None:
-            from rlvr_jax.sampling.engine import Engine
-            from rlvr_jax.sampling.pages import PagePool, pages_for_budget
-
             cfg, z = self.config, self.page_size
             if self.cache_bytes is None:
-                num = self.decode_slots * PagePool(1, z).pages_for(self.max_length)
+                num = self.decode_slots * -(-self.max_length // z)
             else:
                 dtype = jnp.dtype(self.cache_dtype or cfg.dtype)
                 num = pages_for_budget(
@@ -417,8 +417,6 @@ class Sampler:
 
     def _paged_generate(self, contexts, group, shared_prompt, params, key, done_all, state):
         """The rows' generated regions from the paged engine (carried rows generate nothing)."""
-        from rlvr_jax.sampling.engine_rollout import Request, generated_arrays
-
         requests = []
         for b, c in enumerate(contexts):
             if done_all[b]:
