@@ -17,13 +17,14 @@ PACKAGE = ROOT / "rlvr_jax"
 
 # Bottom -> top. A package may import from its own layer (without a cycle) or below.
 LAYERS = (
-    ("registry", "pyfile", "locking", "tasks", "tokenizers", "sharding", "distributed"),
+    ("registry", "pyfile", "locking", "sandbox", "tasks", "tokenizers", "sharding", "distributed"),
     ("models", "data"),
     ("core", "optim"),
     ("sampling",),
     ("rollout",),
     ("scheduling",),
     ("train",),
+    ("eval",),
     ("run",),
     ("rl",),
     ("pipeline",),
