@@ -236,7 +236,7 @@ def _compile_train(config, optimizer, spec, mesh, rules, rows, length, topk=16):
     )
     if spec.kl_coef:
         mb["ref_logps_BxT"] = bxt(jnp.float32)
-    if spec.tis_cap:
+    if spec.tis_cap or spec.correction != "none":
         mb["behaviour_logps_BxT"] = bxt(jnp.float32)
     make = lambda shape, dt: jax.ShapeDtypeStruct(shape, dt, sharding=rows_sh)  # noqa: E731
     for field, value in _loss_inputs(spec, config, rows, length, topk, make).items():

@@ -192,4 +192,6 @@ def loss_spec(c: ml_collections.ConfigDict) -> LossSpec:
         kl_clamp=float(c.loss.kl_clamp),
         entropy_coef=float(c.loss.entropy_coef),
         tis_cap=float(c.loss.tis_cap),
+        correction=c.loss.rollout_correction,
+        correction_cap=float(c.loss.rollout_correction_cap),
     )

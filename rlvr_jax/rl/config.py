@@ -159,6 +159,11 @@ def default_config() -> ml_collections.ConfigDict:
     c.loss.entropy_coef = 0.0  # entropy bonus coefficient
     c.loss.tis_cap = 0.0  # truncated importance weight cap C for sampler/trainer mismatch (0 = off)
     c.loss.recompute_old_logps = False  # old log-probs from a trainer forward, not the sampler
+    # Behaviour-policy correction (core.rollout_correction): "none", "tis_token",
+    # "tis_sequence", "mis_token", "mis_sequence" (IcePop), "decoupled" (AReaL), with
+    # cap C > 1. Needs recompute_old_logps (the ratio is π_old / μ).
+    c.loss.rollout_correction = "none"
+    c.loss.rollout_correction_cap = 2.0
 
     c.optimizer = ml_collections.ConfigDict()
     # "adamw", "muon" (hidden matrices; AdamW elsewhere) or "iso" (isospectral: fixed
@@ -180,6 +185,13 @@ def default_config() -> ml_collections.ConfigDict:
     c.train.ppo_epochs = 1  # passes over each rollout batch
     c.train.num_minibatches = 2  # optimizer updates per pass (the batch split along prompts)
     c.train.micro_batch_size = 0  # rows per gradient-accumulation chunk (0 = whole minibatch)
+
+    # -------------------------------------------------- asynchronous RL (rl.async_loop)
+    c.async_rl = ml_collections.ConfigDict()
+    # k: step t trains on rollouts sampled by the policy after update t − k (steps < k:
+    # the initial policy), produced in a background thread while the learner updates.
+    # 0 = the synchronous step, unchanged.
+    c.async_rl.max_staleness = 0
 
     # -------------------------------------------------------------- critic (PPO)
     c.critic = ml_collections.ConfigDict()

@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rlvr_jax.core import losses
+from rlvr_jax.core import losses, rollout_correction
 from rlvr_jax.registry import Registry
 
 # A loss may declare `minibatch_stats`: fn(mb, **hparams) -> {name: scalar}, statistics it
@@ -105,6 +105,8 @@ class LossSpec:
       kl_clamp: cap on the per-token k3 value (verl's 10; 0 = none).
       entropy_coef: coefficient of the entropy bonus (0 = none).
       tis_cap: truncated importance weight cap (0 = no TIS).
+      correction, correction_cap: the behaviour-policy correction of
+        `core.rollout_correction` ("none" = off) and its cap C.
     """
 
     name: str
@@ -115,6 +117,8 @@ class LossSpec:
     kl_clamp: float = 10.0
     entropy_coef: float = 0.0
     tis_cap: float = 0.0
+    correction: str = "none"
+    correction_cap: float = 2.0
 
 
 def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=None, minibatch=None):
@@ -145,6 +149,15 @@ def policy_loss(spec: LossSpec, logps_BxT, mb: dict, denominator, entropy_BxT=No
     if spec.tis_cap:
         w = losses.truncated_importance_weights(
             mb["old_logps_BxT"], mb["behaviour_logps_BxT"], mask, cap=spec.tis_cap
+        )
+        pg_BxT = pg_BxT * w
+    if spec.correction != "none":
+        w = rollout_correction.correction_weights(
+            spec.correction,
+            mb["old_logps_BxT"],
+            mb["behaviour_logps_BxT"],
+            mask,
+            cap=spec.correction_cap,
         )
         pg_BxT = pg_BxT * w
     total_BxT = pg_BxT

@@ -141,7 +141,7 @@ def build_parts(
     nnx.update(model, sharding.shard_state(nnx.state(model), mesh, rules))
     task = build.build_task(c)
     pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
-    sampler, sampling = _sampler(c, model, tokenizer, pad_id, mesh)
+    sampler, sampling = make_sampler(c, model, tokenizer, pad_id, mesh)
     prompts = prompt_batches(
         TaskSource(task, c.task.train_split, size=c.task.train_size),
         batch_size=c.data.prompts_per_step // processes,  # this process's share
@@ -195,8 +195,9 @@ def build_parts(
     )
 
 
-def _sampler(c, model, tokenizer, pad_id: int, mesh) -> tuple[Sampler, SamplingParams]:
-    """The rollout sampler on the mesh (its KV-cache budget) and the sampling parameters."""
+def make_sampler(c, model, tokenizer, pad_id: int, mesh) -> tuple[Sampler, SamplingParams]:
+    """The rollout sampler of `model` on the mesh (its KV-cache budget) and the sampling
+    parameters (also the asynchronous rollout worker's own sampler, `rl.async_loop`)."""
     sampler = Sampler(
         model,
         pad_id=pad_id,

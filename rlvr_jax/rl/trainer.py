@@ -133,14 +133,19 @@ class Trainer:
         nnx.update(self.parts.model, jax.tree.map(jnp.copy, self.state.params))
 
     # ------------------------------------------------------------------ stages
-    def rollout(self, request: Request, key: jax.Array) -> Groups:
-        """The rollout stage: the configured plug-in generates and scores `request`'s rows."""
+    def rollout(self, request: Request, key: jax.Array, *, sampler=None) -> Groups:
+        """The rollout stage: the configured plug-in generates and scores `request`'s rows.
+
+        `sampler` (default the run's) samples with its own model's weights: the
+        asynchronous rollout worker passes its sampler of an older policy version.
+        """
         c, p = self.c, self.parts
+        sampler = p.sampler if sampler is None else sampler
         ctx = RolloutContext(
-            p.sampler,
+            sampler,
             p.tokenizer,
             p.task,
-            nnx.state(p.model),
+            nnx.state(sampler.model),
             p.sampling,
             key,
             request,
@@ -226,6 +231,10 @@ class Trainer:
             final evaluation and the export follow. Single-process runs only.
         """
         c, p = self.c, self.parts
+        if c.async_rl.max_staleness:  # rollouts overlap the update (rl.async_loop)
+            from rlvr_jax.rl.async_loop import run_async
+
+            return run_async(self, stop_rule)
         if stop_rule is not None and p.processes > 1:
             raise NotImplementedError("Trainer.run(stop_rule=...) is single-process only")
         self.state, start = self.io.restore(self.state, p.prompts)

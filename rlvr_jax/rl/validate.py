@@ -18,6 +18,7 @@ import ml_collections
 
 from rlvr_jax import optim, sharding, tasks
 from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
+from rlvr_jax.core.rollout_correction import CORRECTIONS
 from rlvr_jax.models.config import ATTENTION_IMPLS, REMAT_POLICIES
 from rlvr_jax.registry import Registry, one_of
 from rlvr_jax.rl import credit, objectives, signals
@@ -87,6 +88,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
             "config.loss.tis_cap needs config.loss.recompute_old_logps = True (TIS compares "
             "the trainer's log-probs with the sampler's)"
         )
+    _check_async(c)
     select.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
     if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
         raise ValueError(
@@ -96,6 +98,54 @@ def validate(c: ml_collections.ConfigDict) -> None:
     SCHEDULERS[c.select.name].check_config(c)
     _check_fields(c)
     critic_lib.check_config(c)
+
+
+# What an asynchronous run (async_rl.max_staleness > 0) may choose. The rollout
+# stages not listed sample with the trainer's state or keep state across steps
+# (an adapter, a self-play opponent, a reflection pass, branches of a tree) and
+# are not yet made version-aware; the schedulers not listed keep per-prompt
+# statistics of the policy they assume is current.
+ASYNC_ROLLOUTS = ("plain",)
+ASYNC_SELECTS = ("uniform", "dynamic_sampling")
+
+
+def _check_async(c: ml_collections.ConfigDict) -> None:
+    """The behaviour-policy correction and the asynchronous schedule's fields."""
+    one_of("loss.rollout_correction", c.loss.rollout_correction,
+           ("none", *CORRECTIONS.names()))  # fmt: skip
+    if c.loss.rollout_correction != "none":
+        if not c.loss.rollout_correction_cap > 1:
+            raise ValueError(
+                f"config.loss.rollout_correction_cap = {c.loss.rollout_correction_cap!r}; "
+                "must be > 1 (the weights are truncated or masked at C and 1/C)"
+            )
+        if not c.loss.recompute_old_logps:
+            raise ValueError(
+                f"config.loss.rollout_correction = {c.loss.rollout_correction!r} needs "
+                "config.loss.recompute_old_logps = True (the ratio is the learner's "
+                "pi_old over the rollout's mu; without it pi_old = mu and every weight is 1)"
+            )
+        if c.loss.tis_cap:
+            raise ValueError(
+                "config.loss.tis_cap and config.loss.rollout_correction both weight the "
+                "policy loss: use rollout_correction = 'tis_token' with "
+                "rollout_correction_cap instead of tis_cap"
+            )
+    k = c.async_rl.max_staleness
+    if not isinstance(k, int) or k < 0:
+        raise ValueError(f"config.async_rl.max_staleness = {k!r}; must be an integer >= 0")
+    if k == 0:
+        return
+    if c.rollout.name not in ASYNC_ROLLOUTS:
+        raise ValueError(
+            f"config.rollout.name = {c.rollout.name!r} cannot run asynchronously "
+            f"(config.async_rl.max_staleness = {k}); asynchronous rollouts: {ASYNC_ROLLOUTS}"
+        )
+    if c.select.name not in ASYNC_SELECTS:
+        raise ValueError(
+            f"config.select.name = {c.select.name!r} cannot run asynchronously "
+            f"(config.async_rl.max_staleness = {k}); asynchronous schedulers: {ASYNC_SELECTS}"
+        )
 
 
 def _check_model(c: ml_collections.ConfigDict) -> None:
