@@ -1,0 +1,340 @@
+"""Sampling a policy on a suite's benchmarks, scoring, caching and summarising.
+
+`run_suite` is the library call (a trainer passes its live model and tokenizer);
+`evaluate_models` loads saved model directories, runs the suite on each into one
+output directory and writes the paper-style report (`report.py`).
+
+A problem's samples depend only on (model, settings, seed, benchmark, problem id):
+each problem is sampled in its own call with the key
+fold_in(PRNGKey(seed), hash(benchmark/id)), so a resumed run, a `num_problems`
+prefix and an uninterrupted run give the same samples for the same problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from rlvr_jax.eval import metrics, report
+from rlvr_jax.eval.benchmarks import Benchmark
+from rlvr_jax.eval.cache import ResultCache, model_digest, problem_key
+from rlvr_jax.eval.items import Item
+from rlvr_jax.eval.progress import Progress
+from rlvr_jax.eval.prompts import Suite, get_suite, render
+from rlvr_jax.eval.scoring import CodeScorer, SampleScore, score_choice, score_math
+from rlvr_jax.models import load_pretrained
+from rlvr_jax.sampling import Sampler, SamplingParams
+from rlvr_jax.tokenizers import Tokenizer, cut_at_stop, encode_prompt
+from rlvr_jax.train.eval_checkpoint import resolve_model_dir
+from rlvr_jax.train.warmstart import load_model_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How a suite is evaluated; every field is written into the output.
+
+    Attributes:
+      n_samples: n, responses per problem.
+      ks: the k of pass@k and maj@k (each <= n); avg@n is always reported.
+      temperature: sampling temperature (0 = greedy).
+      top_p: nucleus mass (1 = off).
+      max_new_tokens: decode budget per response.
+      seed: sampling seed; also fixes GPQA's option order and the bootstrap.
+      num_problems: the first this many problems of each benchmark (None = all).
+      benchmarks: names of the suite's benchmarks to run (() = every one found).
+      template: the instruction template with {prompt} (None = the suite's).
+      chat_template: wrap the prompt in the tokenizer's chat template.
+      math_timeout_s: math-verify's limit per answer check.
+      code_workers: sandbox pool concurrency (code suite).
+      code_limits: keyword arguments of the sandbox's Limits (() = its defaults).
+      on_bad_row: "raise" on a malformed row, or "skip" (counted and logged).
+    """
+
+    n_samples: int = 4
+    ks: tuple[int, ...] = (1,)
+    temperature: float = 0.6
+    top_p: float = 1.0
+    max_new_tokens: int = 2048
+    seed: int = 0
+    num_problems: int | None = None
+    benchmarks: tuple[str, ...] = ()
+    template: str | None = None
+    chat_template: bool = True
+    math_timeout_s: float = 1.0
+    code_workers: int = 4
+    code_limits: tuple[tuple[str, Any], ...] = ()
+    on_bad_row: str = "raise"
+
+    def __post_init__(self):
+        if self.n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {self.n_samples}")
+        bad = [k for k in self.ks if not 1 <= k <= self.n_samples]
+        if bad or not self.ks:
+            raise ValueError(f"every k must be in [1, n_samples={self.n_samples}]; got {self.ks}")
+        if self.num_problems is not None and self.num_problems < 1:
+            raise ValueError(f"num_problems must be >= 1 or None, got {self.num_problems}")
+
+    def sample_key(self) -> dict[str, Any]:
+        """The fields that change a problem's samples or verdicts (part of the cache key)."""
+        keep = ("n_samples", "temperature", "top_p", "max_new_tokens", "seed", "chat_template",
+                "math_timeout_s", "code_limits")  # fmt: skip
+        return {k: getattr(self, k) for k in keep}
+
+
+def _problem_rng(seed: int, benchmark: str, item_id: str) -> jax.Array:
+    digest = hashlib.sha256(f"{benchmark}/{item_id}".encode()).digest()
+    return jax.random.fold_in(jax.random.PRNGKey(seed), int.from_bytes(digest[:4], "big") >> 1)
+
+
+def load_suite_items(
+    suite: Suite, data_dir, settings: Settings
+) -> tuple[list[tuple[Benchmark, list[Item], int]], list[str]]:
+    """The items of each benchmark found under `data_dir`, and the names not found.
+
+    Raises:
+      FileNotFoundError when a benchmark named in `settings.benchmarks` is absent,
+      or when no benchmark of the suite is present (saying where it looked).
+    """
+    chosen = [suite.benchmark(n) for n in settings.benchmarks] or list(suite.benchmarks)
+    loaded, missing = [], []
+    for b in chosen:
+        if not b.files(Path(data_dir)):
+            if settings.benchmarks:
+                raise FileNotFoundError(b.missing_message(Path(data_dir)))
+            missing.append(b)
+            continue
+        items, skipped = b.load(Path(data_dir), seed=settings.seed, on_bad_row=settings.on_bad_row)
+        loaded.append((b, items[: settings.num_problems], skipped))
+    if not loaded:
+        raise FileNotFoundError(
+            f"suite {suite.name!r}: no benchmark files under {data_dir}:\n  "
+            + "\n  ".join(b.missing_message(Path(data_dir)) for b in missing)
+        )
+    for b in missing:
+        logger.warning("suite %s: %s is not in %s; left out", suite.name, b.name, data_dir)
+    return loaded, [b.name for b in missing]
+
+
+def run_suite(
+    model,
+    tokenizer: Tokenizer,
+    suite: str | Suite,
+    data_dir,
+    settings: Settings = Settings(),
+    *,
+    model_id: str | None = None,
+    cache_dir=None,
+    code_scorer: CodeScorer | None = None,
+    generate: Callable[[list[int], jax.Array], list[str]] | None = None,
+    show_progress: bool = True,
+    label: str = "",
+) -> dict[str, Any]:
+    """Samples, scores and summarises one policy on a suite.
+
+    Args:
+      model: the policy (rlvr_jax Transformer).
+      tokenizer: its tokenizer (chat template, stop ids, decoding).
+      suite: a suite name ("math", "science", "code") or a Suite.
+      data_dir: the directory holding the benchmarks' downloaded files.
+      settings: sampling and scoring settings.
+      model_id: names the policy in the cache key (a model digest, or a run's
+        "workdir@step"); None with cache_dir is an error.
+      cache_dir: per-problem results are read from and appended to
+        `<cache_dir>/<benchmark>.jsonl` (None: no cache).
+      code_scorer: runs programs (default: a CodeScorer on rlvr_jax.sandbox).
+      generate: (prompt ids, key) -> n response texts, replacing the Sampler on
+        `model` (another engine, or a scripted policy in tests); None: sample `model`
+        (`sampler_generate`).
+      show_progress: draw the progress bar on stderr.
+      label: shown before the benchmark name in the progress bar (the model).
+    Returns:
+      {"suite", "settings", "benchmarks": {name: {"title", "kind", "num_problems",
+      "skipped_rows", "metrics", "pass_curve", "problems"}}, "average": {metric:
+      {"value", "se"}}, "missing": [benchmarks not in data_dir]}.
+    """
+    suite = get_suite(suite) if isinstance(suite, str) else suite
+    if cache_dir is not None and model_id is None:
+        raise ValueError("a cache needs model_id (e.g. cache.model_digest(model_dir))")
+    template = settings.template or suite.template
+    loaded, missing = load_suite_items(suite, data_dir, settings)
+    n = settings.n_samples
+    generate = generate or _lazy_sampler(model, tokenizer, settings)
+    code_scorer = code_scorer or CodeScorer(settings.code_workers, dict(settings.code_limits))
+    total = sum(len(items) for _, items, _ in loaded) * n
+    results = {}
+    with Progress(total, label=suite.name, stream=None if show_progress else _Null()) as bar:
+        for bench, items, skipped in loaded:
+            cache = ResultCache(Path(cache_dir) / f"{bench.name}.jsonl") if cache_dir else None
+            records = []
+            for item in items:
+                text = render(template, item.body)
+                key = problem_key(model_id or "", bench.name, item.id, settings.sample_key(), text)
+                rec = cache.get(key) if cache is not None else None
+                if rec is not None:
+                    bar.skip(n)
+                else:
+                    ids = (
+                        encode_prompt(tokenizer, text)
+                        if settings.chat_template
+                        else tokenizer.encode(text)
+                    )
+                    rng = _problem_rng(settings.seed, bench.name, item.id)
+                    responses = list(generate(ids, rng))
+                    if len(responses) != n:
+                        raise ValueError(f"generate returned {len(responses)} responses, not {n}")
+                    scores = _score(item, responses, settings, code_scorer)
+                    rec = {"id": item.id, "responses": responses,
+                           "lengths": [len(tokenizer.encode(r)) for r in responses],
+                           "scores": [s.to_json() for s in scores]}  # fmt: skip
+                    if cache is not None:
+                        cache.put(key, rec)
+                    bar.advance(n, f"{label}{suite.name}/{bench.name}")
+                records.append(rec)
+            results[bench.name] = _summarise(bench, records, skipped, settings)
+    return {
+        "suite": suite.name,
+        "settings": {**dataclasses.asdict(settings), "template": template},
+        "benchmarks": results,
+        "average": metrics.average_row([r["metrics"] for r in results.values()]),
+        "missing": missing,
+    }
+
+
+def sampler_generate(model, tokenizer: Tokenizer, settings: Settings):
+    """(prompt ids, key) -> `settings.n_samples` decoded responses, sampled from `model`.
+
+    Each response is cut before its first stop token, as training scores it.
+    """
+    params = SamplingParams(
+        temperature=settings.temperature, top_p=settings.top_p,
+        max_new_tokens=settings.max_new_tokens, stop_token_ids=tokenizer.stop_ids,
+        n=settings.n_samples,
+    )  # fmt: skip
+    sampler = Sampler(model, pad_id=tokenizer.pad_id if tokenizer.pad_id is not None else 0)
+
+    def generate(ids: list[int], key: jax.Array) -> list[str]:
+        rollout = sampler.sample([ids], params, key)
+        return [
+            tokenizer.decode(cut_at_stop(rollout.sampled_tokens(b), tokenizer.stop_ids))
+            for b in range(params.n)
+        ]
+
+    return generate
+
+
+def _lazy_sampler(model, tokenizer: Tokenizer, settings: Settings):
+    """`sampler_generate`, built on the first uncached problem (a resumed run builds none)."""
+    built = []
+
+    def generate(ids: list[int], key: jax.Array) -> list[str]:
+        if not built:
+            built.append(sampler_generate(model, tokenizer, settings))
+        return built[0](ids, key)
+
+    return generate
+
+
+class _Null:
+    def write(self, _):
+        pass
+
+    def flush(self):
+        pass
+
+
+def _score(
+    item: Item, responses: Sequence[str], settings: Settings, code: CodeScorer
+) -> list[SampleScore]:
+    if item.kind == "math":
+        return score_math(item, responses, timeout_s=settings.math_timeout_s)
+    if item.kind == "choice":
+        return score_choice(item, responses)
+    return code.score(item, responses)
+
+
+def _summarise(bench: Benchmark, records: list[dict], skipped: int, settings: Settings) -> dict:
+    correct = np.array([[s["correct"] for s in r["scores"]] for r in records], bool)
+    scores = np.array([[s["score"] for s in r["scores"]] for r in records], np.float64)
+    votes = None if bench.kind == "code" else [[s["vote"] for s in r["scores"]] for r in records]
+    problems = [
+        {"id": r["id"], "num_correct": int(sum(s["correct"] for s in r["scores"])),
+         "statuses": [s["status"] for s in r["scores"]], "mean_length": float(np.mean(r["lengths"])),  # noqa: E501
+         "example": r["responses"][0][:2000]}
+        for r in records
+    ]  # fmt: skip
+    return {
+        "title": bench.title,
+        "kind": bench.kind,
+        "num_problems": len(records),
+        "skipped_rows": skipped,
+        "metrics": metrics.benchmark_metrics(
+            correct, scores, votes, settings.ks, seed=settings.seed
+        ),
+        "pass_curve": metrics.pass_curve(correct),
+        "problems": problems,
+    }
+
+
+def model_label(model_dir: Path) -> str:
+    """A short column name for a model directory: its name, or its run's name for export/."""
+    path = Path(model_dir)
+    return path.parent.name if path.name == "export" else path.name
+
+
+def evaluate_models(
+    model_dirs: Sequence,
+    suite: str,
+    data_dir,
+    settings: Settings = Settings(),
+    out_dir=None,
+    *,
+    code_scorer: CodeScorer | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Runs `suite` on each saved model and writes one paper-style report.
+
+    Args:
+      model_dirs: Hugging Face-format model directories or run workdirs (export/).
+      suite: suite name.
+      data_dir: the benchmarks' downloaded files.
+      settings: shared by every model.
+      out_dir: where results.json, table.md, pass_at_k.png and cache/ go (None: no files).
+      code_scorer: as in `run_suite`.
+      show_progress: draw the progress bar.
+    Returns:
+      {"suite", "settings", "models": [{"label", "model_dir", "digest", "result"}],
+      "table": the markdown}.
+    """
+    if not model_dirs:
+        raise ValueError("give at least one model directory")
+    out = Path(out_dir) if out_dir is not None else None
+    models, labels = [], []
+    for raw in model_dirs:
+        path = resolve_model_dir(raw)
+        digest = model_digest(path)
+        label = model_label(path)
+        labels.append(label if label not in labels else f"{label}-{len(labels)}")
+        model, _ = load_pretrained(path)
+        tokenizer = load_model_tokenizer(path)
+        cache = out / "cache" / digest[:16] if out is not None else None
+        result = run_suite(
+            model, tokenizer, suite, data_dir, settings, model_id=digest, cache_dir=cache,
+            code_scorer=code_scorer, show_progress=show_progress, label=f"{labels[-1]} ",
+        )  # fmt: skip
+        models.append(
+            {"label": labels[-1], "model_dir": str(path), "digest": digest, "result": result}
+        )
+    full = {"suite": suite, "settings": models[0]["result"]["settings"], "models": models}
+    full["table"] = report.markdown(full)
+    if out is not None:
+        report.write(full, out)
+    return full
