@@ -54,10 +54,14 @@ class Benchmark:
         for d in self.dirs:
             found += [data_dir / f"{d}{s}" for s in SUFFIXES if (data_dir / f"{d}{s}").is_file()]
             if (data_dir / d).is_dir():
+                # Hidden paths hold a hub snapshot's .cache/ metadata, never rows.
                 found += sorted(
-                    p for p in (data_dir / d).rglob(self.pattern)
-                    if p.is_file() and p.suffix.lower() in SUFFIXES
-                )  # fmt: skip
+                    p
+                    for p in (data_dir / d).rglob(self.pattern)
+                    if p.is_file()
+                    and p.suffix.lower() in SUFFIXES
+                    and not any(part.startswith(".") for part in p.relative_to(data_dir).parts)
+                )
         if self.loose:
             found += sorted(
                 p for p in data_dir.glob(self.loose) if p.is_file() and p.suffix.lower() in SUFFIXES
@@ -109,7 +113,7 @@ def _gold(text: str) -> str:
 
 
 def _row_id(row: dict, where: str) -> str:
-    """The release's id of a row, else its location ("line 3") so ids stay unique per file."""
+    """The release's id of a row, else its location ("aime2025-I.jsonl:line-3"): unique per file."""
     value = field(row, _ID, required=False)
     return where.replace(" ", "-") if value is None else str(value)
 

@@ -80,8 +80,9 @@ def load_items(
 
     Args:
       paths: files to read, in order.
-      to_item: builds one item from a raw row dict; raises BadRow (message without
-        the location, which is prefixed here) for a malformed row.
+      to_item: builds one item from (raw row dict, "<file name>:<line N / row N>");
+        raises BadRow (message without the location, which is prefixed here) for a
+        malformed row; any other ValueError/TypeError/KeyError is reported the same way.
       on_bad_row: "raise" on the first malformed row, or "skip" it; skipped rows are
         counted and the count and first reason are logged as a warning.
     Returns:
@@ -99,9 +100,10 @@ def load_items(
                     raise BadRow(str(raw))
                 if not isinstance(raw, dict):
                     raise BadRow(f"expected an object, got {type(raw).__name__}")
-                items.append(to_item(raw, where))
-            except BadRow as e:
-                error = BadRow(f"{path}, {where}: {e}")
+                items.append(to_item(raw, f"{path.name}:{where}"))
+            except (BadRow, ValueError, TypeError, KeyError) as e:
+                why = str(e) if isinstance(e, BadRow) else f"{type(e).__name__}: {e}"
+                error = BadRow(f"{path}, {where}: {why}")
                 if on_bad_row == "raise":
                     raise error from e
                 errors.append(str(error))

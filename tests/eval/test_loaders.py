@@ -28,10 +28,10 @@ def _load(name: str, data=DATA, **kw):
     "name, count, first_id, first_answer",
     [
         ("aime24", 3, "60", "12"),  # parquet, int64 id
-        ("aime25", 3, "line-1", "55"),  # jsonl without ids: the line names the problem
+        ("aime25", 3, "aime2025-I.jsonl:line-1", "55"),  # no ids: file and line name it
         ("amc23", 2, "0", "0.8333333333"),
         ("math500", 3, "test/algebra/901.json", "5\\sqrt{2}"),
-        ("minerva", 2, "line-1", "20"),
+        ("minerva", 2, "test.jsonl:line-1", "20"),
         ("olympiadbench", 2, "2001", "3, -3"),  # final_answer list, $...$ stripped, joined
     ],
 )
@@ -156,3 +156,20 @@ def test_suite_loading_leaves_out_absent_benchmarks_and_names_what_it_looked_for
         load_suite_items(get_suite("science"), tmp_path, Settings())
     with pytest.raises(ValueError, match="unknown suite 'maths'"):
         get_suite("maths")
+
+
+def test_rows_without_ids_in_two_files_stay_distinct_and_hidden_files_are_not_read(tmp_path):
+    """opencompass/AIME2025 ships aime2025-I.jsonl and aime2025-II.jsonl, neither with ids."""
+    for part in ("I", "II"):
+        _write(tmp_path / "aime25" / f"aime2025-{part}.jsonl", '{"question": "q", "answer": "1"}\n')
+    _write(tmp_path / "aime25" / ".cache" / "huggingface" / "x.json", "not rows")
+    items, _ = _load("aime25", tmp_path)
+    assert [i.id for i in items] == ["aime2025-I.jsonl:line-1", "aime2025-II.jsonl:line-1"]
+
+
+def test_a_value_of_the_wrong_type_is_reported_with_its_row(tmp_path):
+    _write(tmp_path / "mmlu_pro" / "test.jsonl",
+           '{"question_id": 1, "question": "q", "options": ["x", "y"], "answer": "A", '
+           '"answer_index": "first"}\n')  # fmt: skip
+    with pytest.raises(BadRow, match=r"test.jsonl, line 1: ValueError"):
+        _load("mmlu_pro", tmp_path)
