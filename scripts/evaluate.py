@@ -1,14 +1,21 @@
 """Evaluate a saved policy on a verifiable task: held-out pass@1, pass@n and avg@n.
 
 Usage:
-  python scripts/evaluate.py runs/grpo    # a run workdir: its task and options by default
+  python scripts/evaluate.py runs/grpo    # a run workdir: its task and settings by default
   python scripts/evaluate.py runs/grpo --task countdown \
       --option num_numbers=3 --option max_number=10 --option target_max=30
   python scripts/evaluate.py ~/.cache/rlvr_jax/warmstart/countdown-base-<hash> --task countdown \
       --num-problems 256 --n-samples 8 --output eval.json
 
 MODEL is a Hugging Face-format directory (config.json, model.safetensors, tokenizer
-file) or a run workdir, whose export/ holds the final policy. Task options are
+file) or a run workdir, whose export/ holds the final policy. A run workdir is
+evaluated with the run's own task, options, dtypes and evaluation settings (problems,
+samples, temperature, max new tokens = rollout.max_new_tokens, seed = the run's seed
++ 1), so the numbers equal the "after" row of its results.md; each flag given
+changes that one setting (--task evaluates on another task, with only the
+--option given). Another directory uses split test, 128 problems x 8
+samples, temperature 1, 64 new tokens, seed 0. The settings and the weights'
+digest are printed under the table and written into --output. Task options are
 JSON literals (3, 0.5, true, "x") or bare strings (+-).
 """
 
@@ -19,7 +26,9 @@ import json
 import sys
 
 from rlvr_jax.train.eval_checkpoint import (
+    EVAL_DEFAULTS,
     evaluate_model_dir,
+    evaluate_run,
     markdown_summary,
     parse_options,
     run_task,
@@ -37,33 +46,24 @@ def main():
         metavar="NAME=VALUE",
         help="task option, repeatable",
     )
-    ap.add_argument("--split", default="test")
-    ap.add_argument("--num-problems", type=int, default=128)
-    ap.add_argument("--n-samples", type=int, default=8)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--seed", type=int, default=0)
+    default = " (default: the run's; else %s)"
+    ap.add_argument("--split", help="problem split" + default % EVAL_DEFAULTS["split"])
+    for name, kind in (("num_problems", int), ("n_samples", int), ("temperature", float),
+                       ("max_new_tokens", int), ("seed", int)):  # fmt: skip
+        flag = "--" + name.replace("_", "-")
+        ap.add_argument(flag, type=kind, dest=name, help=default % EVAL_DEFAULTS[name])
     ap.add_argument("--output", help="also write the full result as JSON to this file")
-    args = ap.parse_args()  # fmt: skip
+    args = ap.parse_args()
+    settings = {k: getattr(args, k) for k in EVAL_DEFAULTS}
     try:
-        task, options = args.task, {}
-        if task is None:
-            trained = run_task(args.model)
-            if trained is None:
-                sys.exit(f"error: {args.model} is not a run workdir; give --task")
-            task, options = trained
-        options.update(parse_options(args.option))
-        result = evaluate_model_dir(
-            args.model,
-            task,
-            task_options=options,
-            split=args.split,
-            num_problems=args.num_problems,
-            n_samples=args.n_samples,
-            temperature=args.temperature,
-            max_new_tokens=args.max_new_tokens,
-            seed=args.seed,
-        )
+        options = parse_options(args.option)
+        if run_task(args.model) is not None:  # a run: its own task, settings and dtypes
+            result = evaluate_run(args.model, task_name=args.task, task_options=options, **settings)
+        elif args.task is None:
+            sys.exit(f"error: {args.model} is not a run workdir; give --task")
+        else:
+            chosen = {k: (EVAL_DEFAULTS[k] if v is None else v) for k, v in settings.items()}
+            result = evaluate_model_dir(args.model, args.task, task_options=options, **chosen)
     except (FileNotFoundError, ValueError) as e:
         sys.exit(f"error: {e}")
     print(f"model: {result['model_dir']}\n")

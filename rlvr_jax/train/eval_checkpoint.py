@@ -7,23 +7,113 @@ too: its `export/` subdirectory holds the final policy.
 
   result = evaluate_model_dir("runs/grpo", "countdown", task_options={"num_numbers": 3})
   print(markdown_summary(result))
+
+A run is evaluated as its trainer evaluated it (`run_eval_settings`: the run's
+problems, samples, temperature, token budget and seed) so that the numbers equal
+the run's `results.md`; `evaluate_run` does that from the workdir alone. Every
+result carries its `settings` (and the evaluated weights' `model_digest`), which
+`format_settings` writes as one line for results.md and the script.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from rlvr_jax import tasks
 from rlvr_jax.models import load_pretrained
 from rlvr_jax.tasks.options import resolve_options
 from rlvr_jax.train.evaluate import evaluate_task
+from rlvr_jax.train.multiturn import evaluate_episodes
 from rlvr_jax.train.warmstart import load_model_tokenizer
 
 EXPORT_DIR = "export"
+# The settings of a model directory that is not a run (no run config to read them from).
+EVAL_DEFAULTS = dict(
+    split="test", num_problems=128, n_samples=8, temperature=1.0, max_new_tokens=64, seed=0
+)
+SETTING_KEYS = tuple(EVAL_DEFAULTS)
+# Above this many bytes of weights the digest hashes each file's name, size and first MiB
+# (the safetensors header), not every byte: a 16 GB checkpoint would take minutes.
+_FULL_DIGEST_BYTES = 2 << 30
+
+
+def read_run_config(workdir) -> dict[str, Any] | None:
+    """An RL run's config (its workdir's config.json as a dict), or None if it holds none.
+
+    A model directory's config.json is a Hugging Face one (no "task" and "model"
+    sections) and gives None.
+    """
+    path = Path(workdir).expanduser() / "config.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not {"task", "model", "eval"} <= set(data):
+        return None
+    return data
+
+
+def run_eval_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation settings of a run, as `rl.trainer.Trainer.evaluate` uses them.
+
+    Args:
+      config: the run's config as a dict (its config.json, or `json.loads(c.to_json())`).
+    Returns:
+      {"split", "num_problems", "n_samples", "temperature", "max_new_tokens", "seed"}:
+      eval.split / num_problems / n_samples / temperature, rollout.max_new_tokens
+      (the responses are cut where training cuts them) and seed + 1 (the trainer's
+      evaluation key is the run's seed + 1: the evaluation never reuses a rollout key).
+    """
+    e = config["eval"]
+    return dict(
+        split=e["split"],
+        num_problems=int(e["num_problems"]),
+        n_samples=int(e["n_samples"]),
+        temperature=float(e["temperature"]),
+        max_new_tokens=int(config["rollout"]["max_new_tokens"]),
+        seed=int(config["seed"]) + 1,
+    )
+
+
+def model_digest(model_dir) -> str:
+    """The "sha256:<16 hex>" of a model directory's weights (its *.safetensors files, by name).
+
+    Two directories with the same digest hold the same weights. Over
+    `_FULL_DIGEST_BYTES` of weights, each file's name, size and first MiB are hashed
+    instead (marked "sha256-head:"). Raises FileNotFoundError when there is no
+    safetensors file.
+    """
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors file in {model_dir}")
+    full = sum(f.stat().st_size for f in files) <= _FULL_DIGEST_BYTES
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}\0{f.stat().st_size}\0".encode())
+        with f.open("rb") as fh:
+            if not full:
+                h.update(fh.read(1 << 20))
+                continue
+            while chunk := fh.read(1 << 24):
+                h.update(chunk)
+    return f"{'sha256' if full else 'sha256-head'}:{h.hexdigest()[:16]}"
+
+
+def format_settings(settings: dict[str, Any]) -> str:
+    """One line naming an evaluation's settings, e.g. "128 problems (test split) x 8
+    samples, temperature 1.0, at most 64 new tokens, seed 1, model sha256:..."."""
+    s = settings
+    line = (
+        f"{s['num_problems']} problems ({s['split']} split) x {s['n_samples']} samples, "
+        f"temperature {s['temperature']:g}, at most {s['max_new_tokens']} new tokens, "
+        f"seed {s['seed']}"
+    )
+    return line + (f", model {s['model_digest']}" if s.get("model_digest") else "")
 
 
 def resolve_model_dir(model_dir) -> Path:
@@ -58,13 +148,9 @@ def run_task(workdir) -> tuple[str, dict[str, Any]] | None:
       (task name, task options as the trainer resolved them), or None when the
       path holds no RL run config.
     """
-    path = Path(workdir).expanduser() / "config.json"
-    if not path.is_file():
+    data = read_run_config(workdir)
+    if data is None:
         return None
-    data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not {"task", "model"} <= set(data):
-        return None
-
     task, model = data["task"], data["model"]
     domain = model["domain"] if model.get("source") == "warm_start" else ""
     return task["name"], resolve_options(task.get("options", ""), task["name"], domain)
@@ -97,14 +183,20 @@ def evaluate_model_dir(
     task_name: str,
     *,
     task_options: dict | None = None,
-    split: str = "test",
-    num_problems: int = 128,
-    n_samples: int = 8,
-    temperature: float = 1.0,
-    max_new_tokens: int = 64,
-    seed: int = 0,
+    split: str = EVAL_DEFAULTS["split"],
+    num_problems: int = EVAL_DEFAULTS["num_problems"],
+    n_samples: int = EVAL_DEFAULTS["n_samples"],
+    temperature: float = EVAL_DEFAULTS["temperature"],
+    max_new_tokens: int = EVAL_DEFAULTS["max_new_tokens"],
+    seed: int = EVAL_DEFAULTS["seed"],
+    param_dtype: str = "float32",
+    dtype: str = "",
 ) -> dict[str, Any]:
-    """Loads a saved policy and its tokenizer and evaluates it with `evaluate_task`.
+    """Loads a saved policy and its tokenizer and evaluates it as the trainer does.
+
+    A single-turn task is evaluated by `evaluate_task`, a multi-turn one
+    (`task.episode_turns()`) on whole episodes by `evaluate_episodes`: the
+    functions `rl.trainer.Trainer.evaluate` calls.
 
     Args:
       model_dir: a model directory or a run workdir with `export/` (see `resolve_model_dir`).
@@ -116,22 +208,23 @@ def evaluate_model_dir(
       temperature: sampling temperature (0 = greedy).
       max_new_tokens: decode budget per response.
       seed: PRNG seed.
+      param_dtype, dtype: the parameter and compute dtypes to load the weights in
+        ("float32" / "bfloat16"; dtype "" = param_dtype): a run's model.param_dtype
+        and model.dtype give its trainer's numerics.
     Returns:
-      `evaluate_task`'s dict ("pass@1", f"pass@{n}", "mean_reward", "reasons",
+      The evaluation's dict ("pass@1", f"pass@{n}", "mean_reward", "reasons",
       "num_correct", ...) plus f"avg@{n}" (mean over problems of c/n), "model_dir"
-      (the resolved directory), "task", "task_options" and "split".
+      (the resolved directory), "task", "task_options", "split" and "settings"
+      (the keys of `EVAL_DEFAULTS` and "model_digest", see `format_settings`).
     """
-    # Lazy: keeps `parse_options` / `markdown_summary` free of the JAX stack.
-
     path = resolve_model_dir(model_dir)
     task_options = dict(task_options or {})
     task = tasks.get(task_name, **task_options)
-    model, _ = load_pretrained(path)
+    model, _ = load_pretrained(
+        path, jnp.dtype(param_dtype), compute_dtype=jnp.dtype(dtype or param_dtype)
+    )
     tokenizer = load_model_tokenizer(path)
-    out = evaluate_task(
-        model,
-        tokenizer,
-        task,
+    settings = dict(
         split=split,
         num_problems=num_problems,
         n_samples=n_samples,
@@ -139,9 +232,55 @@ def evaluate_model_dir(
         max_new_tokens=max_new_tokens,
         seed=seed,
     )
+    if task.episode_turns():
+        turns = task.episode_turns()
+        out = evaluate_episodes(
+            model, tokenizer, task, env_factory=task.env, max_turns=turns, **settings
+        )
+    else:
+        out = evaluate_task(model, tokenizer, task, **settings)
     out[f"avg@{n_samples}"] = float(np.mean(np.asarray(out["num_correct"]) / n_samples))
-    out.update(model_dir=str(path), task=task_name, task_options=task_options, split=split)
+    settings["model_digest"] = model_digest(path)
+    out.update(
+        model_dir=str(path), task=task_name, task_options=task_options, split=split,
+        settings=settings,
+    )  # fmt: skip
     return out
+
+
+def evaluate_run(
+    workdir, *, task_name: str | None = None, task_options: dict | None = None, **overrides
+) -> dict[str, Any]:
+    """Evaluates a run's exported policy with the run's own task and settings.
+
+    The result equals the run's final evaluation (its results.md "after" row): same
+    task and options (`run_task`), settings (`run_eval_settings`) and dtypes.
+
+    Args:
+      workdir: a run workdir holding config.json and export/.
+      task_name: another task to evaluate on (default: the run's), with `task_options`
+        (default: none); without `task_name`, `task_options` update the run's options.
+      overrides: settings to change (keys of `EVAL_DEFAULTS`; None values are ignored).
+    Returns:
+      `evaluate_model_dir`'s dict. Raises ValueError when `workdir` holds no run
+      config, or an override names no setting.
+    """
+    config = read_run_config(workdir)
+    if config is None:
+        raise ValueError(f"{workdir} holds no RL run config.json (is it a run workdir?)")
+    unknown = sorted(set(overrides) - set(SETTING_KEYS))
+    if unknown:
+        raise ValueError(f"unknown evaluation settings {unknown}; valid: {', '.join(SETTING_KEYS)}")
+    task, options = run_task(workdir)
+    if task_name is not None:
+        task, options = task_name, {}
+    options = options | dict(task_options or {})
+    settings = run_eval_settings(config) | {k: v for k, v in overrides.items() if v is not None}
+    m = config["model"]
+    return evaluate_model_dir(
+        workdir, task, task_options=options, param_dtype=m["param_dtype"], dtype=m["dtype"],
+        **settings,
+    )  # fmt: skip
 
 
 def markdown_summary(result: dict[str, Any]) -> str:
@@ -150,7 +289,8 @@ def markdown_summary(result: dict[str, Any]) -> str:
     Args:
       result: the dict `evaluate_model_dir` returns.
     Returns:
-      The table, then a line with the verdict counts ("reasons").
+      The table, then a line with the verdict counts ("reasons") and one with the
+      settings (`format_settings`) when the result has them.
     """
     n = result["n_samples"]
     keys = sorted({"pass@1", f"pass@{n}"}, key=lambda k: int(k.split("@")[1]))
@@ -164,4 +304,5 @@ def markdown_summary(result: dict[str, Any]) -> str:
         + "|" + "---|" * len(header) + "\n"
         + "| " + " | ".join(cells) + " |\n\n"
         + f"reasons: {reasons}\n"
+        + (f"settings: {format_settings(result['settings'])}\n" if "settings" in result else "")
     )  # fmt: skip
