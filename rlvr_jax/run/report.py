@@ -2,13 +2,20 @@
 
 Both are built from the run's `metrics.jsonl` (written by
 `rlvr_jax.run.logger.MetricsLogger`): the "eval" records give the table
-(held-out pass@k before and after RL), all records give the curves.
+(held-out pass@k before and after RL), all records give the curves. The run's
+`config.json` gives what a reader needs to trust and repeat them: the evaluation's
+settings (`train.eval_checkpoint.run_eval_settings`, the ones `scripts/evaluate.py`
+uses on the run), the digests of the initial and final weights, and the curves'
+title (run, algorithm, seed, base model). `run_summary` is the few lines a run
+prints when it ends: pass@k before → after and where its outputs are.
 
   results_md, curves_png = write_report(workdir)
+  print(run_summary(workdir))
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -24,6 +31,21 @@ log = logging.getLogger(__name__)
 
 RESULTS_FILE = "results.md"
 CURVES_FILE = "curves.png"
+# What each panel's y-axis measures (its title names the quantity).
+_Y_LABELS = {
+    "train reward": "mean over rollouts",
+    "held-out pass@k": "fraction of problems",
+    "KL to reference": "nats / token",
+    "entropy": "nats / token",
+    "response length (tokens)": "tokens",
+    "rollout stage": "per step",
+    "importance weights": "per token",
+    "clip rate by group success": "fraction of tokens",
+}
+# Series of one panel drawn distinguishably even where they coincide (reward = pass rate
+# under a 0/1 reward): solid, then dashed with markers, then dotted.
+_STYLES = (dict(linestyle="-"), dict(linestyle="--", marker="x", markevery=0.1),
+           dict(linestyle=":", marker="s", markevery=0.1, fillstyle="none"))  # fmt: skip
 
 
 def _at_keys(records: list[dict], prefix: str) -> list[str]:
@@ -143,16 +165,19 @@ def _panels(records: list[dict]) -> list[tuple[str, list[tuple[str, str, str]]]]
     return panels
 
 
-def plot_curves(records: list[dict], path) -> None:
+def plot_curves(records: list[dict], path, title: str = "") -> None:
     """Saves a PNG with one panel per available curve group.
 
     Panels: train reward (+ pass_rate), eval pass@k over steps, KL,
     entropy, response length (train and eval). Series missing from `records` are
-    skipped; with none at all the figure says so.
+    skipped (a panel without any is not drawn); with none at all the figure says
+    so. Each panel labels its y-axis; the series of one panel differ in line style
+    and marker too, so two that coincide (reward and pass rate) both show.
 
     Args:
       records: metrics records (see `read_metrics`).
       path: the PNG file to write.
+      title: the figure's title (e.g. `curves_title`), none if empty.
     """
     import matplotlib  # Lazy: heavy, and only needed for the report.
 
@@ -167,23 +192,29 @@ def plot_curves(records: list[dict], path) -> None:
     if not panels:
         flat[0].text(0.5, 0.5, "no metrics to plot", ha="center", va="center")
         flat[0].set_axis_off()
-    for ax, (title, series) in zip(flat, panels, strict=False):
-        for split, key, label in series:
+    for ax, (name, series) in zip(flat, panels, strict=False):
+        for i, (split, key, label) in enumerate(series):
             steps, values = _series(records, split, key)
+            style = dict(_STYLES[i % len(_STYLES)])
+            if split == "eval":
+                style.update(marker=style.get("marker", "o"), markevery=None)
             if split == "eval" or len(values) < 20:
-                ax.plot(steps, values, marker="o" if split == "eval" else None, label=label)
+                ax.plot(steps, values, label=label, **style)
             else:  # noisy per-step curves: faint raw values under a moving average
-                (line,) = ax.plot(steps, values, alpha=0.3)
+                (line,) = ax.plot(steps, values, alpha=0.3, linestyle=style["linestyle"])
                 window = max(2, len(values) // 20)
-                ax.plot(steps, _smooth(values, window), color=line.get_color(), label=label)
-        ax.set_title(title)
+                ax.plot(steps, _smooth(values, window), color=line.get_color(), label=label,
+                        **style)  # fmt: skip
+        ax.set_title(name)
         ax.set_xlabel("step")
+        ax.set_ylabel(_Y_LABELS.get(name, ""))
         ax.grid(alpha=0.3)
         if len(series) > 1:
             ax.legend(fontsize="small")
-    for ax in flat[len(panels) :]:
-        if panels:
-            ax.set_axis_off()
+    for ax in flat[max(1, len(panels)) :]:
+        fig.delaxes(ax)  # no empty frame where the grid has more cells than panels
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")
     plt.close(fig)
@@ -195,8 +226,69 @@ def _write_atomic(path: Path, write) -> None:
     os.replace(tmp, path)
 
 
+def _weights_line(label: str, model_dir) -> str:
+    from rlvr_jax.train.eval_checkpoint import model_digest  # lazy: the JAX stack
+
+    try:
+        return f"- {label}: `{model_dir}` ({model_digest(model_dir)})"
+    except FileNotFoundError:
+        return f"- {label}: `{model_dir}` (no weights there now)"
+
+
+def initial_weights(config: dict[str, Any]) -> str | None:
+    """Where a run's initial policy came from: its model directory, or None (random init).
+
+    A warm-start base is the cached model of (model.domain, model.role); it is trained
+    on the machine that first needs it, so two machines can hold different bases.
+    """
+    m = config["model"]
+    if m["source"] == "pretrained":
+        return m["path"]
+    if m["source"] != "warm_start":
+        return None
+    from rlvr_jax.train import warmstart  # lazy: the JAX stack
+
+    spec = warmstart.get_spec(m["domain"], m["role"])
+    return str(warmstart.model_dir(spec, warmstart.default_tokenizer()))
+
+
+def settings_section(workdir, config: dict[str, Any]) -> str:
+    """The results.md lines naming the evaluation's settings and the weights' digests."""
+    from rlvr_jax.train.eval_checkpoint import format_settings, run_eval_settings  # lazy
+
+    m = config["model"]
+    lines = ["", "## Evaluation", "",
+             f"- every row: {format_settings(run_eval_settings(config))}, "
+             f"task {config['task']['name']}"]  # fmt: skip
+    base = initial_weights(config)
+    if base is None:
+        lines.append(f"- initial policy: random `{m['random_size']}` model, seed {config['seed']}")
+    else:
+        lines.append(_weights_line(f"initial policy ({m['source']})", base))
+    export = Path(workdir) / "export"
+    if export.is_dir():
+        lines.append(_weights_line("final policy", export))
+        lines.append("- the last row again: `python scripts/evaluate.py <this directory>`")
+    return "\n".join(lines) + "\n"
+
+
+def curves_title(name: str, config: dict[str, Any]) -> str:
+    """The curves' title: run, algorithm (credit / loss / select), seed and base model."""
+    m = config["model"]
+    algo = " / ".join(config[k]["name"] for k in ("credit", "loss", "select") if k in config)
+    base = f"{m['domain']}-{m['role']}" if m["source"] == "warm_start" else m["source"]
+    if m["source"] == "random":
+        base = f"random {m['random_size']}"
+    elif m["source"] == "pretrained":
+        base = Path(m["path"]).name
+    return f"{name}: {algo}, seed {config['seed']}, base {base}, task {config['task']['name']}"
+
+
 def write_report(workdir) -> tuple[Path, Path]:
     """Writes `workdir/results.md` and `workdir/curves.png` from `workdir/metrics.jsonl`.
+
+    With the run's config.json there, results.md also names the evaluation
+    settings and weight digests (`settings_section`) and the curves get a title.
 
     Args:
       workdir: the run directory.
@@ -208,11 +300,63 @@ def write_report(workdir) -> tuple[Path, Path]:
     if not metrics.is_file():
         raise FileNotFoundError(f"no {METRICS_FILE} in {workdir}; is it a run directory?")
     records = read_metrics(metrics)
+    config = _run_config(workdir)
     results, curves = workdir / RESULTS_FILE, workdir / CURVES_FILE
     text = f"# Results: {workdir.name}\n\n{results_table(records)}"
+    title = ""
+    if config is not None:
+        text += settings_section(workdir, config)
+        title = curves_title(workdir.name, config)
     _write_atomic(results, lambda p: p.write_text(text, encoding="utf-8"))
-    _write_atomic(curves, lambda p: plot_curves(records, p))
+    _write_atomic(curves, lambda p: plot_curves(records, p, title))
     return results, curves
+
+
+def _run_config(workdir: Path) -> dict[str, Any] | None:
+    path = workdir / "config.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return data if isinstance(data, dict) and {"model", "task", "eval"} <= set(data) else None
+
+
+def final_eval(workdir) -> dict[str, Any]:
+    """A finished run's last evaluation record (metrics only: no step, split or time)."""
+    rows = _eval_rows(read_metrics(Path(workdir) / METRICS_FILE))
+    if not rows:
+        raise ValueError(f"{workdir}: {METRICS_FILE} holds no evaluation")
+    return {k: v for k, v in rows[-1].items() if k not in ("step", "split", "time")}
+
+
+def run_summary(workdir, *, already_finished: bool = False) -> str:
+    """The lines a run prints when it ends: pass@k before → after, then its outputs.
+
+    Args:
+      workdir: the run directory (its metrics.jsonl; outputs listed where they exist).
+      already_finished: say that nothing ran ("already finished at step N").
+    Returns:
+      The text (ends with a newline).
+    """
+    workdir = Path(workdir)
+    metrics = workdir / METRICS_FILE
+    rows = _eval_rows(read_metrics(metrics)) if metrics.is_file() else []
+    step = rows[-1]["step"] if rows else "?"
+    head = f"already finished at step {step}" if already_finished else f"finished at step {step}"
+    lines = [f"{workdir}: {head}" + (" (rerun with --rerun to evaluate again)"
+                                     if already_finished else "")]  # fmt: skip
+    if rows:
+        first, last = rows[0], rows[-1]
+        for key in _at_keys(rows, "pass"):
+            a, b = first.get(key), last.get(key)
+            if _is_number(a) and _is_number(b) and len(rows) > 1:
+                lines.append(f"  {key}: {100 * a:.1f}% → {100 * b:.1f}% ({100 * (b - a):+.1f})")
+            elif _is_number(b):
+                lines.append(f"  {key}: {100 * b:.1f}% at step {last['step']}")
+    for name in (RESULTS_FILE, CURVES_FILE, METRICS_FILE, "tensorboard", "wandb", "export"):
+        path = workdir / name
+        if path.exists():
+            lines.append(f"  {name + ('/' if path.is_dir() else ''):14s} {path}")
+    return "\n".join(lines) + "\n"
 
 
 def _final_and_initial(workdir) -> tuple[dict, dict, float]:
