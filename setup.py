@@ -33,6 +33,8 @@ setup(
     extras_require={
         # A Cloud TPU VM: jax with its TPU runtime (libtpu, a PyPI wheel pinned by jax).
         "tpu": ["jax[tpu]>=0.6"],
+        # The Weights & Biases metrics backend (config.log.backends = "tensorboard,wandb").
+        "wandb": ["wandb>=0.19.10"],
         "test": [
             "pytest>=8",
             "pytest-xdist>=3",

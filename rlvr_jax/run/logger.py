@@ -1,6 +1,6 @@
-"""Run metrics: tensorboardX scalars, a metrics JSONL and a live console progress line.
+"""Run metrics: a metrics JSONL, tensorboard / W&B scalars and a live console progress line.
 
-  logger = MetricsLogger(workdir)
+  logger = MetricsLogger(workdir)    # backends=("tensorboard",) by default
   logger.truncate(restored_step)           # on resume, before logging anything
   logger.log(step, {"reward": 0.4, "kl": 1e-3})
   logger.progress(step, total_steps, {"reward": 0.4, "step_seconds": 2.1})
@@ -11,25 +11,31 @@ once, so a crash loses nothing already logged; read it with
 `rlvr_jax.run.report.read_metrics`) and `tensorboard/` (event files, scalars
 named "<split>/<metric>"; tensorboardX turns characters tensorboard does not
 allow, like the "@" of "pass@8", into "_"). Non-finite values are written as
-JSON `NaN` / `Infinity`, which Python's json module reads back.
+JSON `NaN` / `Infinity`, which Python's json module reads back. Other scalar
+sinks (`run.backends`: tensorboard, Weights & Biases) open their files at the first
+scalar, so a resume that logs nothing leaves no empty event file.
+
+On a TTY the progress line is rewritten in place; a log record (the eval line, a
+warning) printed while it is open first ends it, so the two never share a line.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rlvr_jax.run.backends import make_backends
 from rlvr_jax.run.metrics_file import METRICS_FILE, read_metrics_lines
 
-TENSORBOARD_DIR = "tensorboard"
 _RESERVED = ("step", "split", "time")
 # (metric key, console label, format) in the order the progress line shows them.
 _PROGRESS_KEYS = (
@@ -75,8 +81,20 @@ def _format_seconds_per_step(seconds: float) -> str:
     return f"{seconds:.1f} s/step" if seconds >= 1 else f"{seconds:.2f} s/step"
 
 
+class _EndProgressLine(logging.Filter):
+    """Ends an open progress line before a log record is printed (a handler filter)."""
+
+    def __init__(self, logger: MetricsLogger):
+        super().__init__()
+        self.logger = logger
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.logger.end_line()
+        return True
+
+
 class MetricsLogger:
-    """Writes metrics to tensorboard and `metrics.jsonl`, and prints a progress line.
+    """Writes metrics to `metrics.jsonl` and its backends, and prints a progress line.
 
     With `enabled=False` (the non-zero processes of a multi-host run) every method
     is a no-op and no file or directory is created.
@@ -90,16 +108,21 @@ class MetricsLogger:
         tensorboard: bool = True,
         stream=None,
         progress_every_s: float = 1.0,
+        backends: Sequence[str] = ("tensorboard",),
+        wandb_project: str = "rlvr_jax",
+        wandb_mode: str = "offline",
     ):
-        """Opens (appends to) `workdir/metrics.jsonl` and a tensorboard writer.
+        """Opens (appends to) `workdir/metrics.jsonl`; prepares the scalar backends.
 
         Args:
           workdir: the run directory (created if missing).
           enabled: False makes the logger a no-op.
-          tensorboard: also write tensorboardX event files to `workdir/tensorboard/`.
+          tensorboard: False drops "tensorboard" from `backends`.
           stream: where the progress line goes (default sys.stderr).
           progress_every_s: on a non-TTY stream, the least time between two
             printed progress lines (the last step is always printed).
+          backends: scalar sinks by name (`run.backends.BACKENDS`).
+          wandb_project, wandb_mode: the "wandb" backend's project and mode.
         """
         self.enabled = enabled
         self.workdir = Path(workdir)
@@ -107,12 +130,13 @@ class MetricsLogger:
         self._stream = stream
         self._every_s = progress_every_s
         self._file = None
-        self._writer = None
-        self._tb_dir = self.workdir / TENSORBOARD_DIR
         self._last_print = -math.inf
         self._line_open = False  # a '\r' progress line without its newline yet
         self._last_len = 0
         self._first_step: tuple[int, float] | None = None  # (step, time) of the first call
+        self._backends = []
+        self._line_filter: _EndProgressLine | None = None
+        self._filtered: list[logging.Handler] = []  # handlers that end the progress line
         self.num_records = 0  # complete records in the file (a checkpoint saves this count)
         if not enabled:
             return
@@ -122,15 +146,11 @@ class MetricsLogger:
             # by a crash so that the next record does not land on the same line.
             self._rewrite(max_step=None)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        if tensorboard:
-            self._writer = self._open_writer(purge_step=None)
-
-    def _open_writer(self, purge_step: int | None):
-        import tensorboardX  # Lazy: optional at import time (docs/design.md).
-
-        return tensorboardX.SummaryWriter(
-            logdir=str(self._tb_dir), purge_step=purge_step, flush_secs=10
+        names = tuple(b for b in backends if tensorboard or b != "tensorboard")
+        self._backends = make_backends(
+            self.workdir, names, wandb_project=wandb_project, wandb_mode=wandb_mode
         )
+        self._line_filter = _EndProgressLine(self)
 
     @property
     def stream(self):
@@ -152,12 +172,12 @@ class MetricsLogger:
         if clash:
             raise ValueError(f"metric names {clash} are reserved in {self.path}: {_RESERVED}")
         record: dict[str, Any] = {"step": int(step), "split": split, "time": time.time()}
+        scalars = {}
         for name, value in metrics.items():
             number = _as_number(value)
             if number is not None:
                 record[name] = number
-                if self._writer is not None:
-                    self._writer.add_scalar(f"{split}/{name}", float(number), int(step))
+                scalars[f"{split}/{name}"] = float(number)
             elif isinstance(value, bool | str) or value is None:
                 record[name] = value
             else:
@@ -168,6 +188,26 @@ class MetricsLogger:
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
         self.num_records += 1
+        for backend in self._backends:
+            backend.scalars(scalars, int(step))
+
+    def end_line(self) -> None:
+        """Ends an open in-place progress line, so that the next output starts a line."""
+        if self._line_open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._line_open = False
+
+    def _watch_log_records(self, on: bool) -> None:
+        """While a progress line is open, the root logger's handlers end it first."""
+        if on and not self._filtered and self._line_filter is not None:
+            self._filtered = list(logging.getLogger().handlers)
+            for h in self._filtered:
+                h.addFilter(self._line_filter)
+        elif not on:
+            for h in self._filtered:
+                h.removeFilter(self._line_filter)
+            self._filtered = []
 
     def progress(self, step: int, total_steps: int, metrics: Mapping[str, Any]) -> None:
         """Shows 'step 12/60 [20%] reward 0.41 ... 2.1 s/step eta 1m40s'.
@@ -215,6 +255,7 @@ class MetricsLogger:
             self.stream.write("\r" + line + pad + ("\n" if last else ""))
             self._line_open = not last
             self._last_len = len(line)
+            self._watch_log_records(not last)
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
@@ -227,8 +268,8 @@ class MetricsLogger:
         `keep_records`: e.g. the final evaluation, logged at the last checkpoint's
         step after it was saved, which a rerun logs again. The JSONL is rewritten
         atomically (temporary file + rename); kept lines are copied byte for byte.
-        Tensorboard gets a purge marker so that it hides the old events past
-        `after_step`.
+        The backends are rewound (tensorboard's next event file carries a purge
+        marker, so it hides the old events past `after_step`).
 
         Args:
           after_step: the step of the checkpoint the run resumes from (-1: none,
@@ -240,9 +281,8 @@ class MetricsLogger:
         self._file.close()
         self._rewrite(max_step=after_step, max_records=keep_records)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = self._open_writer(purge_step=after_step + 1)
+        for backend in self._backends:
+            backend.rewind(after_step)
 
     def _rewrite(self, max_step: int | None, max_records: int | None = None) -> None:
         """Atomically rewrites the JSONL with its first `max_records` complete records of
@@ -265,13 +305,10 @@ class MetricsLogger:
         """Ends an open progress line and closes the files (idempotent)."""
         if not self.enabled:
             return
-        if self._line_open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._line_open = False
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self.end_line()
+        self._watch_log_records(False)
+        for backend in self._backends:
+            backend.close()
         if self._file is not None:
             self._file.close()
             self._file = None
