@@ -10,6 +10,7 @@
                     (its leaves in `jax.tree.leaves` order; runs with a scheduler only)
   export/           the final policy in Hugging Face format (+ tokenizer)
   results.md, curves.png   the before/after table and the training curves
+  wandb/            the Weights & Biases runs (log.backends = "...,wandb" only)
 
   corrupt_checkpoints/<step>/  a checkpoint that no longer restores, set aside on resume
 
@@ -25,7 +26,10 @@ newest checkpoint does not restore (a corrupted file), the newest one that does 
 used, with a warning, and the broken one is moved to `corrupt_checkpoints/`.
 
 A run stopped by SIGTERM saves a checkpoint and its process exits with
-EXIT_PREEMPTED (75, EX_TEMPFAIL), so a scheduler can requeue it.
+EXIT_PREEMPTED (75, EX_TEMPFAIL), so a scheduler can requeue it. A finished run
+(`finished_step`: its last checkpoint is train.steps, its outputs are written and
+the config is unchanged) is not run again: `rlvr_jax.main` prints its summary
+(`report.run_summary`) and exits, unless told to evaluate it again.
 Paths are `etils.epath` paths, so a `gs://bucket/run` workdir stays a URL (pathlib
 would collapse its `//`).
 """
@@ -47,10 +51,11 @@ from flax import nnx
 
 from rlvr_jax import distributed, models
 from rlvr_jax.locking import FileLock, HeldError
+from rlvr_jax.run.backends import parse_backends
 from rlvr_jax.run.checkpointing import CheckpointMismatch, PreemptionGuard, RunCheckpointer
 from rlvr_jax.run.guard import DivergenceGuard, resume_hint
 from rlvr_jax.run.logger import MetricsLogger
-from rlvr_jax.run.report import write_report
+from rlvr_jax.run.report import RESULTS_FILE, write_report
 from rlvr_jax.scheduling import load_state, save_state
 from rlvr_jax.train.warmstart import save_tokenizer
 
@@ -189,6 +194,40 @@ def check_resumable(
     return diff
 
 
+def checkpoint_steps(path: epath.Path) -> list[int]:
+    """The steps of the complete orbax checkpoints in `path` (its integer-named dirs)."""
+    if not path.is_dir():
+        return []
+    return sorted(int(d.name) for d in path.iterdir() if d.name.isdigit() and d.is_dir())
+
+
+def finished_step(workdir, config: ml_collections.ConfigDict) -> int | None:
+    """The last step of a finished run of `config` in `workdir`, or None.
+
+    Finished: the saved config.json equals `config` (a changed field, e.g. more
+    train.steps or another eval size, makes it a resume), the newest checkpoint is
+    at train.steps, and the outputs of the end are there (results.md; export/
+    with checkpoint.export_final). Reads files only (no lock, no JAX).
+    """
+    paths = RunPaths.of(workdir)
+    if not paths.config.is_file():
+        return None
+    try:
+        saved = json.loads(paths.config.read_text())
+    except json.JSONDecodeError:
+        return None
+    if saved != json.loads(config.to_json()):
+        return None
+    steps = checkpoint_steps(paths.checkpoints)
+    if not steps or steps[-1] != config.train.steps:
+        return None
+    if not (paths.workdir / RESULTS_FILE).is_file():
+        return None
+    if config.checkpoint.export_final and not (paths.export / "config.json").is_file():
+        return None
+    return steps[-1]
+
+
 class RunIO:
     """The workdir of one run: config check, logger, checkpointer, export and report."""
 
@@ -248,11 +287,16 @@ class RunIO:
         if self.chief:
             text = json.dumps(current, indent=2, sort_keys=True).encode()
             _write_atomic(path, lambda f: f.write(text))
+        # log.backends / wandb_*: read with defaults until rl/config.py declares them.
+        log_c = config.log
         self.logger = MetricsLogger(
             self.workdir,
             enabled=self.chief,
-            tensorboard=config.log.tensorboard,
-            progress_every_s=config.log.progress_every_s,
+            tensorboard=log_c.tensorboard,
+            progress_every_s=log_c.progress_every_s,
+            backends=parse_backends(log_c.get("backends", "tensorboard")),
+            wandb_project=log_c.get("wandb_project", "rlvr_jax"),
+            wandb_mode=log_c.get("wandb_mode", "offline"),
         )
         self.guard = DivergenceGuard(config.guard.max_grad_norm, config.guard.max_param_abs)
 
@@ -429,7 +473,7 @@ class RunIO:
             models.save_pretrained(model, model.config, export)
             save_tokenizer(tokenizer, export)
         self.logger.close()
-        write_report(self.workdir)
+        write_report(self.workdir)  # after the export: results.md names its digest
 
     def close(self) -> None:
         """Closes the log and the checkpointer (waiting for saves), then frees the workdir."""
