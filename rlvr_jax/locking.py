@@ -5,7 +5,8 @@
     ...
     lock.release()          # or `with FileLock(path): ...`
 
-The file holds one JSON line: the holder's host, pid and start time. On a local
+The file holds one JSON line: the holder's host, pid and start time, and is
+removed on release (a file left behind names a holder that died). On a local
 (or NFS) file system the lock itself is an exclusive `fcntl.flock` on the open
 file: the kernel releases it when the holder dies, however it dies, so a lock
 left by a dead process is free and is taken over (logged with the dead holder's
@@ -35,6 +36,16 @@ from typing import Any
 from etils import epath
 
 log = logging.getLogger(__name__)
+
+
+def _same_file(fd: int, path) -> bool:
+    """Whether the open file `fd` is still the file at `path` (not unlinked or replaced)."""
+    try:
+        st = os.stat(os.fspath(path))
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 class HeldError(RuntimeError):
@@ -118,6 +129,10 @@ class FileLock:
         return self
 
     def _acquire_local(self, blocking: bool) -> None:
+        while not self._try_local(blocking):  # the file was removed by its releaser: again
+            pass
+
+    def _try_local(self, blocking: bool) -> bool:
         import fcntl  # lazy: POSIX only
 
         fd = os.open(os.fspath(self.path), os.O_RDWR | os.O_CREAT, 0o644)
@@ -132,6 +147,9 @@ class FileLock:
                     raise HeldError(self._held_message(holder)) from None
                 log.warning("waiting for %s to release %s", describe(holder), self.what)
                 fcntl.flock(fd, fcntl.LOCK_EX)
+            if not _same_file(fd, self.path):  # locked a file `release` has unlinked
+                os.close(fd)
+                return False
             previous = _parse(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
             if previous:  # a holder that did not release: it died (the kernel freed its flock)
                 log.warning("taking over %s from %s, which has exited", self.what,
@@ -144,6 +162,7 @@ class FileLock:
             os.close(fd)
             raise
         self._fd = fd
+        return True
 
     def _acquire_url(self, blocking: bool, poll_s: float) -> None:
         warned = False
@@ -171,12 +190,17 @@ class FileLock:
         return msg
 
     def release(self) -> None:
-        """Frees the lock and empties the holder line (idempotent)."""
+        """Frees the lock and removes the file (idempotent).
+
+        The file is unlinked while still locked; a waiter that then gets the flock
+        sees that its file is gone (`_same_file`) and locks a new one.
+        """
         if not self.held:
             return
         self.held = False
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
+            self.path.unlink(missing_ok=True)
             os.close(self._fd)  # closing the last descriptor frees the flock
             self._fd = None
         else:
