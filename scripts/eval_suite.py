@@ -23,6 +23,15 @@ import sys
 from rlvr_jax.eval import BadRow, Settings, evaluate_models
 
 
+def _ks(text: str | None, n: int) -> tuple[int, ...]:
+    if text is None:
+        return tuple(sorted({1, n}))
+    try:
+        return tuple(int(k) for k in text.split(",") if k.strip())
+    except ValueError:
+        raise ValueError(f"--k must be comma-separated integers, got {text!r}") from None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -35,7 +44,7 @@ def main():
     )
     ap.add_argument("--benchmarks", default="", help="comma-separated subset of the suite")
     ap.add_argument("--n-samples", type=int, default=4)
-    ap.add_argument("--k", default="1", help="comma-separated k of pass@k and maj@k (each <= n)")
+    ap.add_argument("--k", help="comma-separated k of pass@k and maj@k, each <= n (default: 1,n)")
     ap.add_argument("--temperature", type=float, default=0.6)
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--max-new-tokens", type=int, default=2048)
@@ -51,7 +60,7 @@ def main():
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = Settings(
-            n_samples=args.n_samples, ks=tuple(int(k) for k in args.k.split(",") if k.strip()),
+            n_samples=args.n_samples, ks=_ks(args.k, args.n_samples),
             temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
             seed=args.seed, num_problems=args.num_problems,
             benchmarks=tuple(b for b in args.benchmarks.split(",") if b.strip()),

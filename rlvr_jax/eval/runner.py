@@ -169,6 +169,8 @@ def run_suite(
     n = settings.n_samples
     generate = generate or _lazy_sampler(model, tokenizer, settings)
     code_scorer = code_scorer or CodeScorer(settings.code_workers, dict(settings.code_limits))
+    if any(b.kind == "code" for b, _, _ in loaded):
+        code_scorer.check()  # refuse before sampling when programs cannot be isolated
     total = sum(len(items) for _, items, _ in loaded) * n
     results = {}
     with Progress(total, label=suite.name, stream=None if show_progress else _Null()) as bar:

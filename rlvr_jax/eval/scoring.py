@@ -111,6 +111,14 @@ class CodeScorer:
             None,
         )
 
+    def check(self) -> None:
+        """Imports the sandbox and checks that it isolates, before any sampling is spent.
+
+        Raises:
+          RuntimeError saying what is missing.
+        """
+        self._ready()
+
     def _ready(self):
         if self._pool is None:
             sb = self._sandbox or _import_sandbox()
