@@ -184,19 +184,9 @@ def run_suite(
                 if rec is not None:
                     bar.skip(n)
                 else:
-                    ids = (
-                        encode_prompt(tokenizer, text)
-                        if settings.chat_template
-                        else tokenizer.encode(text)
+                    rec = _sample_and_score(
+                        bench.name, item, text, tokenizer, settings, generate, code_scorer
                     )
-                    rng = _problem_rng(settings.seed, bench.name, item.id)
-                    responses = list(generate(ids, rng))
-                    if len(responses) != n:
-                        raise ValueError(f"generate returned {len(responses)} responses, not {n}")
-                    scores = _score(item, responses, settings, code_scorer)
-                    rec = {"id": item.id, "responses": responses,
-                           "lengths": [len(tokenizer.encode(r)) for r in responses],
-                           "scores": [s.to_json() for s in scores]}  # fmt: skip
                     if cache is not None:
                         cache.put(key, rec)
                     bar.advance(n, f"{label}{suite.name}/{bench.name}")
@@ -208,6 +198,23 @@ def run_suite(
         "benchmarks": results,
         "average": metrics.average_row([r["metrics"] for r in results.values()]),
         "missing": missing,
+    }
+
+
+def _sample_and_score(
+    bench: str, item: Item, text: str, tokenizer, settings: Settings, generate, code_scorer
+) -> dict[str, Any]:
+    """One problem's record: its n responses to prompt `text`, their lengths and verdicts."""
+    ids = encode_prompt(tokenizer, text) if settings.chat_template else tokenizer.encode(text)
+    responses = list(generate(ids, _problem_rng(settings.seed, bench, item.id)))
+    if len(responses) != settings.n_samples:
+        raise ValueError(f"generate returned {len(responses)} responses, not {settings.n_samples}")
+    scores = _score(item, responses, settings, code_scorer)
+    return {
+        "id": item.id,
+        "responses": responses,
+        "lengths": [len(tokenizer.encode(r)) for r in responses],  # re-encoded response tokens
+        "scores": [s.to_json() for s in scores],
     }
 
 
