@@ -143,3 +143,55 @@ def test_comparison_table_means_and_spread_over_seeds(tmp_path):
     )
     with pytest.raises(ValueError, match="needs an eval before and after training, found 1"):
         report.comparison_table({"x": [lonely]})
+
+
+def _pulse_config() -> dict:
+    from pathlib import Path
+
+    from rlvr_jax import pyfile
+
+    root = Path(__file__).resolve().parents[2]
+    c = pyfile.load(root / "experiments" / "baselines" / "grpo.py").get_config("pulse")
+    return json.loads(c.to_json())
+
+
+def test_results_md_names_the_settings_and_the_weights(tmp_path):
+    import hashlib
+
+    config = _pulse_config()
+    config["seed"] = 4
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records()))
+    (tmp_path / "export").mkdir()
+    weights = b"not really safetensors, but bytes to hash"
+    (tmp_path / "export" / "model.safetensors").write_bytes(weights)
+    text = write_report(tmp_path)[0].read_text()
+    assert ("- every row: 4 problems (test split) x 2 samples, temperature 1, at most 16 new "
+            "tokens, seed 5, task arithmetic") in text  # fmt: skip
+    assert "- initial policy: random `tiny` model, seed 4" in text
+    name = b"model.safetensors\0" + str(len(weights)).encode() + b"\0"
+    digest = hashlib.sha256(name + weights).hexdigest()[:16]
+    assert f"- final policy: `{tmp_path / 'export'}` (sha256:{digest})" in text
+
+
+def test_curves_have_a_title_y_labels_and_no_empty_cells(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    records = _records() + [dict(step=s, split="train", pass_rate=0.3 + s / 100, entropy=1.0)
+                            for s in range(1, 21)]  # fmt: skip
+    title = report.curves_title("run", _pulse_config())
+    assert title == "run: grpo / ppo_clip / uniform, seed 0, base random tiny, task arithmetic"
+    plot_curves(records, tmp_path / "c.png", title)
+    (fig,) = figures
+    # 5 panels on a 3x2 grid: the sixth cell is removed, not left as an empty frame
+    assert [ax.get_title() for ax in fig.axes] == [
+        "train reward", "held-out pass@k", "KL to reference", "entropy",
+        "response length (tokens)"]  # fmt: skip
+    assert all(ax.get_ylabel() for ax in fig.axes)
+    assert fig._suptitle.get_text() == title
+    reward, pass_rate = [ln for ln in fig.axes[0].get_lines() if ln.get_label() in
+                         ("reward", "pass rate")]  # fmt: skip
+    assert (reward.get_linestyle(), pass_rate.get_linestyle()) == ("-", "--")
+    plt.close(fig)
