@@ -142,6 +142,8 @@ def run_test(jail: Jail, program: str, test: TestCase, limits: Limits) -> TestRe
         for f in (src, filt, stdin):
             f.flush()
             f.seek(0)
+        # The program gets stdin read-only: a fresh read-only open of the same file.
+        stdin_ro = open(f"/proc/self/fd/{stdin.fileno()}", "rb")  # noqa: SIM115 (closed below)
         argv = bwrap_argv(
             jail, limits, program_fd=src.fileno(), seccomp_fd=filt.fileno(), status_fd=status_w
         )
@@ -153,7 +155,7 @@ def run_test(jail: Jail, program: str, test: TestCase, limits: Limits) -> TestRe
         try:
             proc = subprocess.Popen(
                 argv,
-                stdin=stdin,
+                stdin=stdin_ro,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 pass_fds=(src.fileno(), filt.fileno(), status_w),
@@ -163,12 +165,14 @@ def run_test(jail: Jail, program: str, test: TestCase, limits: Limits) -> TestRe
                 **user,
             )
         except OSError as e:
+            stdin_ro.close()
             os.close(status_r)
             os.close(status_w)
             return TestResult(
                 SANDBOX_ERROR, time.monotonic() - start, stderr=str(e), reason="sandbox_start"
             )
         os.close(status_w)
+        stdin_ro.close()
         with os.fdopen(status_r, "rb", buffering=0) as status_file:
             stdout, stderr, status_data, killed = _watch(
                 proc, status_file, deadline, limits.output_bytes

@@ -73,7 +73,7 @@ def test_pool_keeps_job_order_and_bounds_concurrency():
     assert all(r.all_passed for r in pool.run(sleeps))
     elapsed = time.monotonic() - start
     # 4 runs of >= 0.6 s, 2 at a time: at least 2 rounds; in parallel: well under 4.
-    assert 1.2 <= elapsed < 2.3, elapsed
+    assert 1.2 <= elapsed < 2.4, elapsed
 
 
 def test_pool_limits_cap_job_limits():

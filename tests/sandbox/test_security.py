@@ -105,6 +105,7 @@ def test_writes_and_deletes_outside_the_workdir_fail(run1, tmp_path):
             ("usr", lambda: open("/usr/bin/owned", "w").write("x")),
             ("python", lambda: open(os.__file__, "a").write("x")),
             ("program", lambda: open("/input/main.py", "a").write("x")),
+            ("stdin", lambda: os.write(0, b"x")),
         ]:
             try:
                 fn()
@@ -116,7 +117,7 @@ def test_writes_and_deletes_outside_the_workdir_fail(run1, tmp_path):
     """)
     r = run1(program)
     assert r.status == "passed", r.stderr
-    assert "DONE" not in r.stdout and r.stdout.count("denied") == 6 and "mine" in r.stdout
+    assert "DONE" not in r.stdout and r.stdout.count("denied") == 7 and "mine" in r.stdout
     assert canary.read_text() == "alive" and sorted(p.name for p in tmp_path.iterdir()) == [
         "canary.txt"
     ]
