@@ -61,6 +61,7 @@ from flax import nnx
 
 from rlvr_jax import distributed
 from rlvr_jax.core.rollout_correction import correction_stats
+from rlvr_jax.rl.async_partial import partial_rollout
 from rlvr_jax.rl.parts import make_sampler
 from rlvr_jax.rl.step_metrics import combine_select_stats, info_stats, rollout_stats
 from rlvr_jax.rollout import Groups
@@ -120,6 +121,12 @@ class Versions:
                 raise Closed()
             return self._params[version]
 
+    def newest(self) -> tuple[int, Any]:
+        """(version, parameters) of the newest published version (partial rollouts)."""
+        with self._cond:
+            version = max(self._params)
+            return version, self._params[version]
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -176,10 +183,29 @@ class RolloutWorker(threading.Thread):
         t1 = time.perf_counter()
         nnx.update(self.model, params)
         key = jax.random.fold_in(self.rng, step)  # as the synchronous step's key
-        rollout = lambda request, key: self.trainer.rollout(request, key, sampler=self.sampler)  # noqa: E731
-        groups, stats, fields = self.trainer.parts.selector.step(key, rollout=rollout)
+        groups, stats, fields = self.trainer.parts.selector.step(key, rollout=self._rollout(step))
         t2 = time.perf_counter()
         return Produced(step, version, groups, stats, fields, t2 - t1, t1 - t0)
+
+    def _rollout(self, step: int) -> Callable:
+        """The rollout stage the select stage calls for step `step` (on the worker's sampler)."""
+        c, trainer = self.trainer.c, self.trainer
+        if c.async_rl.partial_rollouts == "off":
+            return lambda request, key: trainer.rollout(request, key, sampler=self.sampler)
+
+        def partial(request, key):
+            ctx = trainer.rollout_context(request, key, sampler=self.sampler)
+            return partial_rollout(
+                ctx,
+                self.model,
+                step=step,
+                k=self.k,
+                segment=c.async_rl.segment_tokens,
+                mode=c.async_rl.partial_rollouts,
+                newest=self.versions.newest,
+            )
+
+        return partial
 
     def _publish(self, produced: Produced) -> None:
         with self._cond:
@@ -253,6 +279,10 @@ def step_stats(trainer, produced: Produced, batch) -> dict[str, float]:
         f"async/rows_at_staleness_{staleness}": float(rows),
         "async/rollout_wait_seconds": produced.wait_seconds,
     }
+    info, valid = produced.groups.info, produced.groups.valid
+    for key in sorted(info):  # partial rollouts: sampled tokens per staleness, discards
+        if key.startswith("tokens_staleness_") or key == "aborted_tokens":
+            out[f"async/{key}"] = float(np.sum(np.asarray(info[key])[valid]))
     if c.loss.recompute_old_logps:  # π_old is the learner's: ρ = π_old / μ is measured
         out.update(
             correction_stats(

@@ -192,6 +192,12 @@ def default_config() -> ml_collections.ConfigDict:
     # the initial policy), produced in a background thread while the learner updates.
     # 0 = the synchronous step, unchanged.
     c.async_rl.max_staleness = 0
+    # Rows still decoding when new weights are published (rl.async_partial): "off" (a row
+    # is sampled by one version), "continue" (it carries on under the new weights, each
+    # token tagged by its version) or "abort" (it restarts under them); decoded in
+    # segments of segment_tokens. Partial rollouts are free-running (not repeatable).
+    c.async_rl.partial_rollouts = "off"
+    c.async_rl.segment_tokens = 16
 
     # -------------------------------------------------------------- critic (PPO)
     c.critic = ml_collections.ConfigDict()

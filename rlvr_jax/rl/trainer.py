@@ -139,9 +139,15 @@ class Trainer:
         `sampler` (default the run's) samples with its own model's weights: the
         asynchronous rollout worker passes its sampler of an older policy version.
         """
+        c = self.c
+        ctx = self.rollout_context(request, key, sampler=sampler)
+        return ROLLOUTS.get(c.rollout.name).fn(ctx, **c.rollout[c.rollout.name].to_dict())
+
+    def rollout_context(self, request: Request, key: jax.Array, *, sampler=None) -> RolloutContext:
+        """What the rollout plug-in gets: `sampler` (default the run's) and its model's state."""
         c, p = self.c, self.parts
         sampler = p.sampler if sampler is None else sampler
-        ctx = RolloutContext(
+        return RolloutContext(
             sampler,
             p.tokenizer,
             p.task,
@@ -153,7 +159,6 @@ class Trainer:
             overlong_penalty=c.reward.overlong_penalty,
             cache=p.rollout_cache,
         )
-        return ROLLOUTS.get(c.rollout.name).fn(ctx, **c.rollout[c.rollout.name].to_dict())
 
     def score(self, groups: Groups, fields: dict[str, np.ndarray], step: int):
         """The score stage on the current state (`Steps.score`)."""

@@ -23,6 +23,7 @@ from rlvr_jax.models.config import ATTENTION_IMPLS, REMAT_POLICIES
 from rlvr_jax.registry import Registry, one_of
 from rlvr_jax.rl import credit, objectives, signals
 from rlvr_jax.rl import critic as critic_lib
+from rlvr_jax.rl.async_partial import PARTIAL_MODES
 from rlvr_jax.rl.credit import transform_names
 from rlvr_jax.rollout import ROLLOUTS
 from rlvr_jax.sampling.sampler import ENGINES
@@ -134,7 +135,18 @@ def _check_async(c: ml_collections.ConfigDict) -> None:
     k = c.async_rl.max_staleness
     if not isinstance(k, int) or k < 0:
         raise ValueError(f"config.async_rl.max_staleness = {k!r}; must be an integer >= 0")
+    one_of("async_rl.partial_rollouts", c.async_rl.partial_rollouts, PARTIAL_MODES)
+    if c.async_rl.segment_tokens < 1:
+        raise ValueError(
+            f"config.async_rl.segment_tokens = {c.async_rl.segment_tokens!r}; must be >= 1"
+        )
     if k == 0:
+        if c.async_rl.partial_rollouts != "off":
+            raise ValueError(
+                f"config.async_rl.partial_rollouts = {c.async_rl.partial_rollouts!r} needs "
+                "config.async_rl.max_staleness >= 1 (a synchronous step has no weight "
+                "update during its rollouts)"
+            )
         return
     if c.rollout.name not in ASYNC_ROLLOUTS:
         raise ValueError(

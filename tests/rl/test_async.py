@@ -145,3 +145,23 @@ def test_first_step_equals_the_synchronous_run(tmp_path, monkeypatch):
             assert np.isclose(a[key], b[key], rtol=1e-6), key
     sa = (tmp_path / "sync" / "export" / "model.safetensors").read_bytes()
     assert (tmp_path / "async" / "export" / "model.safetensors").read_bytes() == sa
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["continue", "abort"])
+def test_partial_rollouts_through_the_trainer(mode, tmp_path, monkeypatch):
+    """Free-running: which version each segment gets depends on timing; what must hold is
+    the bound (no token older than k versions) and the bookkeeping (every token counted)."""
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
+    c = _async_pulse(1, steps=3, rollout_correction="tis_token")
+    c.async_rl.partial_rollouts = mode
+    c.async_rl.segment_tokens = 4
+    trainer_lib.train(c, tmp_path)
+    train = _lines(tmp_path)
+    assert [x["step"] for x in train] == [1, 2, 3]
+    for x in train:
+        counted = x["async/tokens_staleness_0"] + x["async/tokens_staleness_1"]
+        assert counted == pytest.approx(x["response_len"] * 16)  # 16 rows, mean length
+        assert not any(k.startswith("async/tokens_staleness_2") for k in x)
+        if mode == "continue":
+            assert x["async/aborted_tokens"] == 0
