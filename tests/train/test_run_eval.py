@@ -61,8 +61,6 @@ def test_evaluate_run_uses_the_runs_settings_on_its_export(tmp_path):
     digest = model_digest(tmp_path / "export")
     assert got["settings"] == settings | {"model_digest": digest}
     assert re.fullmatch(r"sha256:[0-9a-f]{16}", digest)
-    other = evaluate_run(tmp_path, seed=settings["seed"] + 1)
-    assert other["settings"]["seed"] == settings["seed"] + 1
     with pytest.raises(ValueError, match="unknown evaluation settings"):
         evaluate_run(tmp_path, samples=3)
 
