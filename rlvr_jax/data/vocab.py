@@ -80,7 +80,8 @@ CORPUS_TASKS: tuple[tuple[str, dict], ...] = (
 )
 # Tasks whose text is that of the tasks above (a mixture of domains; multilingual
 # arithmetic with a language per problem): the corpus needs no entry of their own.
-COMPOSED_TASKS = frozenset({"mixture", "multilingual_mix"})
+# `code` reads only the user's jsonl (no shipped sample), so it has none either.
+COMPOSED_TASKS = frozenset({"mixture", "multilingual_mix", "code"})
 
 # ChatML rendering lives on the Tokenizer base class and does not depend on the
 # vocabulary, so any instance renders exactly what every tokenizer renders.

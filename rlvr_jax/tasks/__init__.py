@@ -32,6 +32,7 @@ _MODULES: dict[str, str] = {
     "spy_describe": "rlvr_jax.tasks.spy",
     "math_file": "rlvr_jax.tasks.math_data",
     "mixture": "rlvr_jax.tasks.mixture",
+    "code": "rlvr_jax.tasks.code",
 }
 _REGISTRY: dict[str, type[Task]] = {}
 
