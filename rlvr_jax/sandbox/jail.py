@@ -128,6 +128,12 @@ def find_jail(python: str | None = None) -> Jail:
     )
 
 
+def cpu_limits(limits: Limits) -> tuple[int, int]:
+    """(soft, hard) RLIMIT_CPU seconds: SIGXCPU at the soft limit, SIGKILL at the hard."""
+    soft = max(1, math.ceil(limits.cpu_seconds))
+    return soft, soft + 1
+
+
 def bwrap_argv(
     jail: Jail, limits: Limits, *, program_fd: int, seccomp_fd: int, status_fd: int
 ) -> list[str]:
@@ -146,11 +152,11 @@ def bwrap_argv(
         fs += ["--ro-bind", path, path]
     for target, link in jail.symlinks:
         fs += ["--symlink", target, link]
-    cpu = max(1, math.ceil(limits.cpu_seconds))
+    soft, hard = cpu_limits(limits)
     size = str(limits.file_bytes)
     rlimits = [
         jail.prlimit,
-        f"--cpu={cpu}:{cpu + 1}",
+        f"--cpu={soft}:{hard}",
         f"--as={limits.memory_mb << 20}",
         f"--nproc={limits.max_processes}",
         f"--fsize={limits.file_bytes}",

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from rlvr_jax.sandbox import seccomp
-from rlvr_jax.sandbox.jail import Jail, bwrap_argv
+from rlvr_jax.sandbox.jail import Jail, bwrap_argv, cpu_limits
 from rlvr_jax.sandbox.jobs import (
     CRASHED,
     FAILED,
@@ -36,6 +36,7 @@ TAIL_CHARS = 2000  # of stdout/stderr kept in a TestResult
 _MEMORY_ERROR = re.compile(rb"\bMemoryError\b|Cannot allocate memory|std::bad_alloc")
 _ASSERTION_ERROR = re.compile(rb"(^|\n)AssertionError\b[^\n]*\n?$")
 _SIGXCPU_EXIT = 128 + signal.SIGXCPU
+_SIGKILL_EXIT = 128 + signal.SIGKILL
 _CHUNK = 1 << 16
 _GRACE_SECONDS = 5.0  # for the kernel to empty a killed pid namespace
 
@@ -66,6 +67,8 @@ def classify(
     exit_code: int | None,
     stdout: bytes,
     stderr: bytes,
+    seconds: float = 0.0,
+    cpu_hard_seconds: float = float("inf"),
 ) -> tuple[str, str]:
     """(status, reason) of a run from what the host saw.
 
@@ -76,6 +79,9 @@ def classify(
       killed: why the host killed the run ("wall_limit", "output_limit"), or None.
       exit_code: the program's exit status (128 + signal if a signal ended it).
       stdout, stderr: the bytes kept (stderr: its tail).
+      seconds: the run's wall-clock seconds.
+      cpu_hard_seconds: the hard CPU limit; a SIGKILL after at least that long is
+        the kernel enforcing it on a program that ignored SIGXCPU.
     """
     if not started:
         return SANDBOX_ERROR, "sandbox_start"
@@ -83,7 +89,7 @@ def classify(
         return TIMEOUT, killed
     if killed is not None:
         return CRASHED, killed
-    if exit_code == _SIGXCPU_EXIT:
+    if exit_code == _SIGXCPU_EXIT or (exit_code == _SIGKILL_EXIT and seconds >= cpu_hard_seconds):
         return TIMEOUT, "cpu_limit"
     if exit_code != 0:
         tail = stderr[-4096:]
@@ -179,8 +185,11 @@ def run_test(jail: Jail, program: str, test: TestCase, limits: Limits) -> TestRe
             )
     status = _parse_status(status_data)
     exit_code = status.get("exit-code")
+    seconds = time.monotonic() - start
     state, reason = classify(
         test,
+        seconds=seconds,
+        cpu_hard_seconds=cpu_limits(limits)[1],
         started="exit-code" in status or killed is not None,
         killed=killed,
         exit_code=exit_code if killed is None else None,
@@ -189,7 +198,7 @@ def run_test(jail: Jail, program: str, test: TestCase, limits: Limits) -> TestRe
     )
     return TestResult(
         status=state,
-        seconds=time.monotonic() - start,
+        seconds=seconds,
         stdout=stdout.decode("utf-8", errors="replace")[-TAIL_CHARS:],
         stderr=stderr.decode("utf-8", errors="replace")[-TAIL_CHARS:],
         exit_code=exit_code if killed is None else None,

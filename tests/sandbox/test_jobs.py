@@ -58,6 +58,8 @@ def test_source_appends_assertion_and_keeps_raw_bytes():
             ("crashed", "exit_1"),
         ),
         (dict(exit_code=137), ("crashed", "exit_137")),
+        (dict(exit_code=137, seconds=2.5, cpu_hard_seconds=2), ("timeout", "cpu_limit")),
+        (dict(exit_code=137, seconds=1.5, cpu_hard_seconds=2), ("crashed", "exit_137")),
         (dict(exit_code=0, stdout=b"3\n"), ("passed", "")),
         (dict(exit_code=0, stdout=b"4\n"), ("failed", "wrong_output")),
     ],

@@ -22,6 +22,10 @@ def test_statuses_of_hand_written_programs(run1):
     assert run1("print(41)", TestCase("", "42")).reason == "wrong_output"
     r = run1("while True: pass", cpu_seconds=1, wall_seconds=8)
     assert (r.status, r.reason) == ("timeout", "cpu_limit")
+    ignores_sigxcpu = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+    ignores_sigxcpu += "while True: pass"
+    r = run1(ignores_sigxcpu, cpu_seconds=1, wall_seconds=8)  # SIGKILL at the hard limit, 2 s
+    assert (r.status, r.reason, r.exit_code) == ("timeout", "cpu_limit", 137)
     r = run1("import time\ntime.sleep(60)", wall_seconds=1)
     assert (r.status, r.reason) == ("timeout", "wall_limit") and r.seconds < 3
     r = run1("x = bytearray(400 << 20)", memory_mb=128)

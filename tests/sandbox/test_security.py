@@ -136,17 +136,38 @@ def test_fork_bomb_is_bounded_and_does_not_starve_a_neighbour(pool):
             except OSError:
                 pass
     """)
-    neighbour = (
-        "import subprocess\nfor _ in range(8): subprocess.run(['true'], check=True)\nprint('ok')"
-    )
+    # The neighbour holds 9 processes at once under the same limit of 16: with one count
+    # per host uid (both runs are `nobody`) the bomb's 16 would leave it none.
+    neighbour = textwrap.dedent("""
+        import subprocess
+        children = [subprocess.Popen(["sleep", "0.5"]) for _ in range(8)]
+        print(sum(c.wait() for c in children))
+    """)
     limits = Limits(wall_seconds=3, max_processes=16)
     bombed, ok = pool.run(
-        [CodeJob(bomb, (TestCase(),), limits), CodeJob(neighbour, (TestCase("", "ok"),))]
+        [CodeJob(bomb, (TestCase(),), limits), CodeJob(neighbour, (TestCase("", "0"),), limits)]
     )
     assert (bombed.status, bombed.tests[0].reason) == ("timeout", "wall_limit")
     assert bombed.tests[0].seconds < 6
     assert ok.status == "passed", ok.tests[0].stderr
     assert processes_with(marker) == []
+
+
+def test_process_limit_ignores_host_processes_of_the_same_uid(run1):
+    user = {"user": 65534, "group": 65534, "extra_groups": []} if os.geteuid() == 0 else {}
+    host = [subprocess.Popen(["sleep", "30"], **user) for _ in range(12)]
+    try:
+        program = "import subprocess\nfor _ in range(4): subprocess.run(['true'], check=True)"
+        r = run1(program, max_processes=6)
+        assert r.status == "passed", r.stderr
+        # and the limit does bind inside: 8 children at once do not fit in 6
+        r = run1("import subprocess\n[subprocess.Popen(['sleep', '1']) for _ in range(8)]",
+                 max_processes=6)  # fmt: skip
+        assert r.status == "crashed" and "BlockingIOError" in r.stderr, r.stderr
+    finally:
+        for h in host:
+            h.kill()
+            h.wait()
 
 
 def test_memory_bomb_is_stopped(run1):
