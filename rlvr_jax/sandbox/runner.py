@@ -122,11 +122,14 @@ def _kill(proc: subprocess.Popen, status_data: bytes) -> None:
     kernel kill the rest of its pid namespace; bubblewrap exits only after that, so
     waiting on it waits until no process of the run is left. Before pid 1 exists,
     bubblewrap's own process group is killed instead."""
-    pid = _parse_status(status_data).get("child-pid")
+    status = _parse_status(status_data)
+    pid = status.get("child-pid")
     try:
+        if "exit-code" in status or proc.poll() is not None:
+            return  # pid 1 has been reaped: its pid may no longer be the run's
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
-        else:
+        else:  # bubblewrap is our unreaped child, so its group id is still its own
             os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
