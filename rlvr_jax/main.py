@@ -135,10 +135,12 @@ def main(argv):
     absl_logging.set_verbosity(absl_logging.WARNING)
     level = logging.INFO if distributed.is_logging_process() else logging.WARNING
     logging.getLogger("rlvr_jax").setLevel(level)
+    from rlvr_jax.rl.config import default_config
     from rlvr_jax.rl.trainer import summary_json, train
     from rlvr_jax.run.report import final_eval, run_summary
 
-    done = None if pipeline or _RERUN.value else finished_step(workdir, config)
+    defaults = json.loads(default_config().to_json())  # fields added since the run began
+    done = None if pipeline or _RERUN.value else finished_step(workdir, config, defaults)
     if done is not None:  # nothing to run: say so, and where its results are
         if distributed.is_logging_process():
             print(summary_json(final_eval(workdir)))

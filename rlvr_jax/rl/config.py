@@ -234,6 +234,16 @@ def default_config() -> ml_collections.ConfigDict:
     # Problems of the validation split also evaluated after the last step (logged as
     # val/pass@1, ...; 0 = none): for choosing hyperparameters, never on the test split.
     c.eval.validation_problems = 0
+    # A paper benchmark suite (rlvr_jax.eval: "math", "science", "code"; "" = none) also
+    # evaluated with every evaluation of the test split, on the benchmark files in
+    # suite_data (the user's downloads); logged as suite/<benchmark>/<metric>. Per-problem
+    # results are cached in <workdir>/eval_suite/ (a resumed run does not sample again).
+    c.eval.suite = ""
+    c.eval.suite_data = ""
+    c.eval.suite_n_samples = 4  # n per problem: avg@n, pass@k for k in suite_ks, maj@k
+    c.eval.suite_ks = "1"  # comma-separated k
+    c.eval.suite_num_problems = 0  # the first this many problems per benchmark (0 = all)
+    c.eval.suite_max_new_tokens = 0  # 0: rollout.max_new_tokens
 
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.every = 10  # RL steps between checkpoints (also saved at the end)
@@ -254,6 +264,12 @@ def default_config() -> ml_collections.ConfigDict:
     # passes per update): how much of an outcome + dense-term update is the dense term.
     c.log.grad_split = False
     c.log.progress_every_s = 1.0  # non-TTY consoles: at most one progress line per this many s
+    # Metric sinks besides metrics.jsonl, comma-separated (rlvr_jax.run.backends):
+    # "tensorboard", "wandb" (Weights & Biases: pip install -e '.[wandb]'; imported only
+    # when named here).
+    c.log.backends = "tensorboard"
+    c.log.wandb_project = "rlvr_jax"
+    c.log.wandb_mode = "offline"  # "offline" (files in workdir/wandb/; `wandb sync`) | "online"
 
     c.lock()
     return c

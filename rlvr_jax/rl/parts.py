@@ -12,6 +12,7 @@ the trainer's loop (`rl.trainer.Trainer`) calls them.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from rlvr_jax import distributed, sharding
 from rlvr_jax.data.pipeline import prompt_batches
 from rlvr_jax.data.sources import TaskSource
 from rlvr_jax.rl import build, signals
+from rlvr_jax.rl.config import default_config
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_value_fn
 from rlvr_jax.rl.validate import validate
@@ -133,7 +135,8 @@ def build_parts(
     """
     validate(config)
     c = config
-    io = RunIO(workdir, config, allow_config_change=allow_config_change)
+    defaults = json.loads(default_config().to_json())  # fields added since a run began
+    io = RunIO(workdir, config, allow_config_change=allow_config_change, defaults=defaults)
     mesh, rules = build.build_mesh(c), c.mesh.rules
     check_processes(c, mesh)
     processes = jax.process_count()

@@ -80,6 +80,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import distributed
+from rlvr_jax import eval as suite_eval
 from rlvr_jax.rl.parts import Parts, build_parts
 from rlvr_jax.rl.step_metrics import combine_select_stats, info_stats, rollout_stats
 from rlvr_jax.rl.steps import RLSteps
@@ -202,6 +203,8 @@ class Trainer:
         out["mean_reward"] = res["mean_reward"]
         out["mean_response_tokens"] = res["mean_response_tokens"]
         out.update(res["task_metrics"])  # e.g. Countdown's coverage, entrance entropy
+        if c.eval.suite and split == c.eval.split:  # the paper's benchmarks (rlvr_jax.eval)
+            out.update(self.evaluate_suite())
         if c.task.name in EVALUATORS:  # e.g. "who is the spy" games vs the initial policy
             problems = p.task.problems(num_problems, split)
             params = SamplingParams(
@@ -221,6 +224,36 @@ class Trainer:
                     split_processes=True,
                 )
             )
+        return out
+
+    def evaluate_suite(self) -> dict[str, float]:
+        """The current policy on `eval.suite`'s benchmarks: {suite/<bench>/<metric>: value}."""
+        c, p = self.c, self.parts
+        if p.processes > 1:
+            raise NotImplementedError("config.eval.suite runs in one process only")
+        settings = suite_eval.Settings(
+            n_samples=c.eval.suite_n_samples,
+            ks=tuple(int(k) for k in c.eval.suite_ks.split(",")),
+            temperature=c.eval.temperature,
+            max_new_tokens=c.eval.suite_max_new_tokens or c.rollout.max_new_tokens,
+            seed=c.seed + 3,
+            num_problems=c.eval.suite_num_problems or None,
+        )
+        step = int(self.state.step)
+        res = suite_eval.run_suite(
+            p.model,
+            p.tokenizer,
+            c.eval.suite,
+            c.eval.suite_data,
+            settings,
+            model_id=f"{self.io.workdir}@{step}",
+            cache_dir=str(self.io.workdir / "eval_suite" / c.eval.suite),
+            show_progress=False,
+        )
+        out = {}
+        for bench, r in res["benchmarks"].items():
+            out.update({f"suite/{bench}/{m}": v["value"] for m, v in r["metrics"].items()})
+        out.update({f"suite/average/{m}": v["value"] for m, v in res["average"].items()})
         return out
 
     # --------------------------------------------------------------------- run

@@ -19,6 +19,7 @@ import ml_collections
 from rlvr_jax import optim, sharding, tasks
 from rlvr_jax.core.losses import AGGREGATION_MODES, KL_KINDS
 from rlvr_jax.core.rollout_correction import CORRECTIONS
+from rlvr_jax.eval.prompts import SUITES
 from rlvr_jax.models.config import ATTENTION_IMPLS, REMAT_POLICIES
 from rlvr_jax.registry import Registry, one_of
 from rlvr_jax.rl import credit, objectives, signals
@@ -90,6 +91,7 @@ def validate(c: ml_collections.ConfigDict) -> None:
             "the trainer's log-probs with the sampler's)"
         )
     _check_async(c)
+    _check_suite(c)
     select.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
     if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
         raise ValueError(
@@ -157,6 +159,27 @@ def _check_async(c: ml_collections.ConfigDict) -> None:
         raise ValueError(
             f"config.select.name = {c.select.name!r} cannot run asynchronously "
             f"(config.async_rl.max_staleness = {k}); asynchronous schedulers: {ASYNC_SELECTS}"
+        )
+
+
+def _check_suite(c: ml_collections.ConfigDict) -> None:
+    """eval.suite's fields (the suite is loaded, and its files checked, when it runs)."""
+    if not c.eval.suite:
+        return
+    one_of("eval.suite", c.eval.suite, sorted(SUITES))
+    if not c.eval.suite_data:
+        raise ValueError(
+            f"config.eval.suite = {c.eval.suite!r} needs config.eval.suite_data: the "
+            "directory of the benchmark files you downloaded (docs/eval_suites.md)"
+        )
+    try:
+        ks = [int(k) for k in c.eval.suite_ks.split(",")]
+    except ValueError:
+        ks = []
+    if not ks or not all(1 <= k <= c.eval.suite_n_samples for k in ks):
+        raise ValueError(
+            f"config.eval.suite_ks = {c.eval.suite_ks!r}; must be comma-separated integers "
+            f"in [1, config.eval.suite_n_samples = {c.eval.suite_n_samples}]"
         )
 
 

@@ -160,8 +160,25 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def with_defaults(saved: dict[str, Any], defaults: dict[str, Any] | None) -> dict[str, Any]:
+    """`saved` (flattened) with the fields it lacks taken from `defaults` (flattened).
+
+    A workdir made before a field existed ran as that field's default (new fields
+    default to the old behaviour), so a field it lacks is not a change when this run
+    keeps the default.
+    """
+    out = _flat(saved)
+    for k, v in _flat(defaults or {}).items():
+        out.setdefault(k, v)
+    return out
+
+
 def check_resumable(
-    saved: dict[str, Any], current: dict[str, Any], path: Path, allow: Sequence[str] = ()
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    path: Path,
+    allow: Sequence[str] = (),
+    defaults: dict[str, Any] | None = None,
 ) -> list[str]:
     """The fields that differ between a workdir's config and this one.
 
@@ -170,6 +187,8 @@ def check_resumable(
       path: the saved config's file (for the error).
       allow: fields that may differ beyond RESUMABLE_PREFIXES: a field name
         ("optimizer.lr") or a section ("optimizer"); each must exist in `current`.
+      defaults: the default config (nested): what a field `saved` lacks was (it
+        was added after the run started; `with_defaults`).
     Returns:
       The differing field names (resumable or allowed ones), sorted.
     Raises:
@@ -177,7 +196,7 @@ def check_resumable(
         message lists them and the flag that would allow them), or `allow`
         names a field the config does not have.
     """
-    a, b = _flat(saved), _flat(current)
+    a, b = with_defaults(saved, defaults), _flat(current)
     for name in allow:
         if name not in b and not any(k.startswith(name + ".") for k in b):
             raise ValueError(f"--allow_config_change names {name!r}, which is no config field")
@@ -201,7 +220,7 @@ def checkpoint_steps(path: epath.Path) -> list[int]:
     return sorted(int(d.name) for d in path.iterdir() if d.name.isdigit() and d.is_dir())
 
 
-def finished_step(workdir, config: ml_collections.ConfigDict) -> int | None:
+def finished_step(workdir, config: ml_collections.ConfigDict, defaults=None) -> int | None:
     """The last step of a finished run of `config` in `workdir`, or None.
 
     Finished: the saved config.json equals `config` (a changed field, e.g. more
@@ -216,7 +235,7 @@ def finished_step(workdir, config: ml_collections.ConfigDict) -> int | None:
         saved = json.loads(paths.config.read_text())
     except json.JSONDecodeError:
         return None
-    if saved != json.loads(config.to_json()):
+    if with_defaults(saved, defaults) != _flat(json.loads(config.to_json())):
         return None
     steps = checkpoint_steps(paths.checkpoints)
     if not steps or steps[-1] != config.train.steps:
@@ -237,6 +256,7 @@ class RunIO:
         config: ml_collections.ConfigDict,
         *,
         allow_config_change: Sequence[str] = (),
+        defaults: dict[str, Any] | None = None,
     ):
         """Locks the workdir and opens its config, log and checkpoints.
 
@@ -246,6 +266,8 @@ class RunIO:
             if it differs from the saved one in resumable or allowed fields.
           allow_config_change: fields (or sections) this resume may change, e.g.
             ("optimizer.lr",) after a divergence; the changes are logged.
+          defaults: the default config as a nested dict: a field the saved config
+            lacks (added since the run started) counts as its default.
         Raises:
           ValueError: an empty workdir, or a refused config change.
           HeldError: another live run holds the workdir.
@@ -259,6 +281,7 @@ class RunIO:
         self.workdir = self.paths.workdir
         self.chief = distributed.is_logging_process()
         self._lock = self._acquire_lock()
+        self._defaults = defaults
         try:
             self._open(config, tuple(allow_config_change))
         except BaseException:
@@ -281,13 +304,15 @@ class RunIO:
         path = self.paths.config
         # Without a checkpoint nothing is resumed, so any config may start over.
         if path.is_file() and self.ckpt.all_steps():
-            changed = check_resumable(json.loads(path.read_text()), current, path, allow)
+            saved = json.loads(path.read_text())
+            changed = check_resumable(saved, current, path, allow, self._defaults)
             if changed:
                 log.warning("resuming %s with config changes: %s", self.workdir, ", ".join(changed))
         if self.chief:
             text = json.dumps(current, indent=2, sort_keys=True).encode()
             _write_atomic(path, lambda f: f.write(text))
-        # log.backends / wandb_*: read with defaults until rl/config.py declares them.
+        # log.backends / wandb_*: declared by rl/config.py; read with defaults for other
+        # configs (a pipeline stage's own).
         log_c = config.log
         self.logger = MetricsLogger(
             self.workdir,

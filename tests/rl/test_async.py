@@ -16,7 +16,7 @@ from rlvr_jax.rl.config import default_config, validate
 from rlvr_jax.rollout import score
 from rlvr_jax.testing import parity_score_rows
 
-from .test_config import load_experiment
+from .test_config import BASELINES, load_experiment
 
 TIMING = ("time", "rollout_seconds", "update_seconds", "step_seconds", "tokens_per_s",
           "async/learner_wait_seconds", "async/rollout_wait_seconds")  # fmt: skip
@@ -165,3 +165,22 @@ def test_partial_rollouts_through_the_trainer(mode, tmp_path, monkeypatch):
         assert not any(k.startswith("async/tokens_staleness_2") for k in x)
         if mode == "continue":
             assert x["async/aborted_tokens"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BASELINES)
+def test_every_baseline_trains_one_step_off(name, tmp_path, monkeypatch):
+    """Each baseline (critic, DAPO's dynamic sampling in the worker, RLOO, GSPO, ...) runs
+    with k = 1: step 2 trains on stale rows and its loss and gradient are finite."""
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
+    c = load_experiment(name, "pulse")
+    c.eval.at_start = False
+    c.async_rl.max_staleness = 1
+    c.loss.recompute_old_logps = True
+    c.loss.rollout_correction = "tis_token"
+    trainer_lib.train(c, tmp_path)
+    train = _lines(tmp_path)
+    assert [x["async/staleness"] for x in train] == [0.0, 1.0]
+    last = train[-1]
+    assert np.isfinite(last["loss"]) and last["grad_norm"] > 0
+    assert "is/ratio_mean" in last and np.isfinite(last["is/ratio_mean"])

@@ -215,3 +215,37 @@ def test_validation_problems_are_evaluated_once_after_the_last_step(tmp_path, mo
     c.eval.validation_problems = -1
     with pytest.raises(ValueError, match="eval.validation_problems"):
         trainer_lib.train(c, tmp_path / "bad")
+
+
+@pytest.mark.slow
+def test_a_paper_suite_is_evaluated_with_the_test_split(tmp_path):
+    """eval.suite: the math suite's fixture benchmarks are evaluated before and after RL,
+    logged per benchmark; the final evaluation reads the per-problem cache on a rerun."""
+    c = _pulse()
+    c.train.steps = 1
+    c.eval.at_start = True
+    c.eval.suite = "math"
+    c.eval.suite_data = str(ROOT / "tests" / "eval" / "fixtures" / "data")
+    c.eval.suite_n_samples = 2
+    c.eval.suite_ks = "1,2"
+    c.eval.suite_num_problems = 1
+    c.eval.suite_max_new_tokens = 8
+    trainer_lib.train(c, tmp_path)
+    _, evals = _train_lines(tmp_path)
+    assert [x["step"] for x in evals] == [0, 1]
+    for x in evals:
+        for bench in ("aime24", "math500"):
+            assert 0 <= x[f"suite/{bench}/pass@1"] <= x[f"suite/{bench}/pass@2"] <= 1
+        assert "suite/average/pass@1" in x
+    cached = sorted(p.name for p in (tmp_path / "eval_suite" / "math").iterdir())
+    assert "aime24.jsonl" in cached and "math500.jsonl" in cached
+
+
+def test_a_suite_without_its_data_directory_is_refused():
+    c = default_config()
+    c.eval.suite = "math"
+    with pytest.raises(ValueError, match="config.eval.suite_data"):
+        trainer_lib.build_parts(c, "/nonexistent/never")
+    c.eval.suite = "maths"
+    with pytest.raises(ValueError, match="config.eval.suite"):
+        trainer_lib.build_parts(c, "/nonexistent/never")

@@ -212,6 +212,26 @@ def test_resume_with_a_changed_field_needs_the_flag(tmp_path, caplog):
     RunIO(tmp_path, changed, allow_config_change=["optimizer"]).close()
 
 
+def test_a_field_added_since_the_run_began_counts_as_its_default(tmp_path):
+    """A workdir saved before `async_rl` existed resumes when this run keeps its defaults,
+    and is refused when this run sets it (the old run never ran that way)."""
+    defaults = json.loads(default_config().to_json())
+    io = RunIO(tmp_path, _config())
+    io.save(1, _state(1), Prompts(1), {})
+    io.close()
+    saved = json.loads((tmp_path / "config.json").read_text())
+    del saved["async_rl"]  # as written by a version without the section
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="async_rl.max_staleness"):
+        RunIO(tmp_path, _config())  # without the defaults, every new field is a change
+    RunIO(tmp_path, _config(), defaults=defaults).close()
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    changed = _config()
+    changed.async_rl.max_staleness = 1
+    with pytest.raises(ValueError, match="async_rl.max_staleness: None -> 1|0 -> 1"):
+        RunIO(tmp_path, changed, defaults=defaults)
+
+
 def test_without_a_checkpoint_any_config_starts_over(tmp_path):
     RunIO(tmp_path, _config()).close()
     changed = _config()
