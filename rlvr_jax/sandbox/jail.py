@@ -18,7 +18,9 @@ import math
 import os
 import platform
 import pwd
+import re
 import shutil
+import subprocess
 import sys
 
 from rlvr_jax.sandbox import seccomp
@@ -48,6 +50,8 @@ class Jail:
       ro_binds: host paths bound read-only at the same place.
       symlinks: (target, link) pairs reproducing the host's /bin -> usr/bin etc.
       machine: platform.machine(), which picks the seccomp table.
+      disable_userns: pass --disable-userns (bubblewrap >= 0.8); the seccomp filter
+        forbids new user namespaces either way.
     """
 
     bwrap: str
@@ -57,6 +61,20 @@ class Jail:
     ro_binds: tuple[str, ...]
     symlinks: tuple[tuple[str, str], ...]
     machine: str
+    disable_userns: bool = True
+
+
+MIN_BWRAP = (0, 6)  # --size, --perms and --clearenv
+
+
+def bwrap_version(bwrap: str) -> tuple[int, ...] | None:
+    """`bwrap --version` as numbers ("bubblewrap 0.8.0" -> (0, 8, 0)); None if unreadable."""
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out.stdout)
+    return tuple(int(g) for g in match.groups() if g is not None) if match else None
 
 
 def _which(name: str) -> str | None:
@@ -93,8 +111,11 @@ def find_jail(python: str | None = None) -> Jail:
     if machine not in seccomp.DENIED:
         missing.append(f"a seccomp table for {machine!r} (known: {sorted(seccomp.DENIED)})")
     bwrap = _which("bwrap")
+    version = bwrap_version(bwrap) if bwrap else None
     if bwrap is None:
         missing.append("bubblewrap (`apt-get install -y bubblewrap`)")
+    elif version is None or version < MIN_BWRAP:
+        missing.append(f"bubblewrap >= {'.'.join(map(str, MIN_BWRAP))} ({bwrap} is {version})")
     prlimit = _which("prlimit")
     if prlimit is None or not os.path.realpath(prlimit).startswith("/usr/"):
         missing.append("util-linux's prlimit under /usr (`apt-get install -y util-linux`)")
@@ -125,6 +146,7 @@ def find_jail(python: str | None = None) -> Jail:
         ro_binds=tuple(binds),
         symlinks=tuple(symlinks),
         machine=machine,
+        disable_userns=version >= (0, 8),
     )
 
 
@@ -165,7 +187,7 @@ def bwrap_argv(
     ]
     return [
         jail.bwrap,
-        "--unshare-all", "--unshare-user", "--disable-userns",
+        "--unshare-all", "--unshare-user", *(["--disable-userns"] if jail.disable_userns else []),
         "--die-with-parent", "--new-session", "--hostname", "sandbox",
         "--clearenv", "--setenv", "PATH", _PATH, "--setenv", "HOME", WORKDIR,
         "--setenv", "LANG", "C.UTF-8",

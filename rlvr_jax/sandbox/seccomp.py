@@ -5,7 +5,9 @@ has no use for and that would let it reach beyond them: ptrace and
 process_vm_* (bubblewrap's pid-1 monitor runs as the same user and could
 otherwise be attached to), mount/namespace calls, kernel keyrings, BPF,
 perf events, userfaultfd, io_uring, module and kexec loading. They fail with
-EPERM. A foreign architecture (e.g. the x32 ABI, i386 on x86_64) is killed.
+EPERM, and so does a clone that would create a user namespace (bubblewrap's
+--disable-userns does that too, but only from 0.8 on); clone3 fails with
+ENOSYS. A foreign architecture (e.g. i386 on x86_64) is killed; x32 calls fail.
 Pure: `filter_bytes(machine)` returns the program as bytes.
 """
 
@@ -57,9 +59,40 @@ DENIED = {
 }  # fmt: skip
 
 
+# clone and clone3 per architecture: clone may not create a user namespace (its
+# flags are argument 0); clone3 passes its flags in memory, which a filter cannot
+# read, so it fails with ENOSYS and the C library falls back to clone.
+CLONE = {"x86_64": (56, 435), "aarch64": (220, 435)}
+CLONE_NEWUSER = 0x10000000
+_JSET_K = 0x45
+_ARG0_LOW = 16  # offsetof(struct seccomp_data, args[0]); the low word on little-endian
+
+
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     """One `struct sock_filter` {u16 code; u8 jt; u8 jf; u32 k} in native order."""
     return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def _assemble(prog: list[tuple]) -> bytes:
+    """(label,) marks a place; (code, k, jt, jf) with labels or 0 as jump targets."""
+    where, count = {}, 0
+    for item in prog:
+        if len(item) == 1:
+            where[item[0]] = count
+        else:
+            count += 1
+    out, pc = [], 0
+    for item in prog:
+        if len(item) == 1:
+            continue
+        code, k, jt, jf = item
+        jt = where[jt] - pc - 1 if isinstance(jt, str) else jt
+        jf = where[jf] - pc - 1 if isinstance(jf, str) else jf
+        if not (0 <= jt <= 255 and 0 <= jf <= 255):
+            raise ValueError(f"instruction {pc}: jump out of range (BPF jumps forward only)")
+        out.append(_insn(code, k, jt, jf))
+        pc += 1
+    return b"".join(out)
 
 
 def filter_bytes(machine: str) -> bytes:
@@ -67,17 +100,27 @@ def filter_bytes(machine: str) -> bytes:
     if machine not in DENIED:
         raise ValueError(f"no seccomp table for machine {machine!r}; known: {sorted(DENIED)}")
     arch, table = DENIED[machine]
-    numbers = sorted(set(table.values()))
-    n = len(numbers)
+    clone, clone3 = CLONE[machine]
     prog = [
-        _insn(_LD_W_ABS, _ARCH),
-        _insn(_JEQ_K, arch, jt=1),
-        _insn(_RET_K, _RET_KILL_PROCESS),
-        _insn(_LD_W_ABS, _NR),
+        (_LD_W_ABS, _ARCH, 0, 0),
+        (_JEQ_K, arch, "native", 0),
+        (_RET_K, _RET_KILL_PROCESS, 0, 0),
+        ("native",),
+        (_LD_W_ABS, _NR, 0, 0),
     ]
     if machine == "x86_64":  # x32 calls share the arch value: refuse them all
-        prog.append(_insn(_JGE_K, _X32_SYSCALL_BIT, jt=n + 1))
-    # The i-th comparison jumps over the remaining n - 1 - i and the ALLOW.
-    prog += [_insn(_JEQ_K, nr, jt=n - i) for i, nr in enumerate(numbers)]
-    prog += [_insn(_RET_K, _RET_ALLOW), _insn(_RET_K, _RET_ERRNO | errno.EPERM)]
-    return b"".join(prog)
+        prog.append((_JGE_K, _X32_SYSCALL_BIT, "eperm", 0))
+    prog += [(_JEQ_K, clone3, "enosys", 0), (_JEQ_K, clone, "clone", 0)]
+    prog += [(_JEQ_K, nr, "eperm", 0) for nr in sorted(set(table.values()))]
+    prog += [  # classic BPF jumps only forward
+        (_RET_K, _RET_ALLOW, 0, 0),
+        ("clone",),
+        (_LD_W_ABS, _ARG0_LOW, 0, 0),
+        (_JSET_K, CLONE_NEWUSER, "eperm", 0),
+        (_RET_K, _RET_ALLOW, 0, 0),
+        ("eperm",),
+        (_RET_K, _RET_ERRNO | errno.EPERM, 0, 0),
+        ("enosys",),
+        (_RET_K, _RET_ERRNO | errno.ENOSYS, 0, 0),
+    ]
+    return _assemble(prog)

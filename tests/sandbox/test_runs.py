@@ -89,6 +89,10 @@ def test_pool_limits_cap_job_limits():
 def test_unavailable_isolation_is_refused(monkeypatch):
     with pytest.raises(SandboxUnavailable, match="interpreter at '/no/python'"):
         check_available(python="/no/python")
+    with monkeypatch.context() as m:
+        m.setattr(jail_lib, "bwrap_version", lambda bwrap: (0, 4, 1))
+        with pytest.raises(SandboxUnavailable, match=r"bubblewrap >= 0.6 .* is \(0, 4, 1\)"):
+            SandboxPool()
     monkeypatch.setattr(jail_lib, "_which", lambda name: None)
     with pytest.raises(SandboxUnavailable, match="bubblewrap.*apt-get install -y bubblewrap"):
         SandboxPool()

@@ -6,20 +6,20 @@ import pytest
 
 from rlvr_jax.sandbox import seccomp
 
-KILL, ALLOW, EPERM = 0x80000000, 0x7FFF0000, 0x00050000 | 1
+KILL, ALLOW, EPERM, ENOSYS = 0x80000000, 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
 
 
-def run_bpf(prog: bytes, nr: int, arch: int) -> int:
-    """Executes a filter of LD|W|ABS, JEQ/JGE|K and RET|K on seccomp_data(nr, arch)."""
+def run_bpf(prog: bytes, nr: int, arch: int, arg0: int = 0) -> int:
+    """Executes a filter of LD|W|ABS, JEQ/JGE/JSET|K and RET|K on seccomp_data."""
     insns = [struct.unpack("=HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
-    data = {0: nr, 4: arch}
+    data = {0: nr, 4: arch, 16: arg0 & 0xFFFFFFFF, 20: arg0 >> 32}
     acc, pc = 0, 0
     while True:
         code, jt, jf, k = insns[pc]
         if code == 0x20:
             acc = data[k]
-        elif code in (0x15, 0x35):
-            taken = acc == k if code == 0x15 else acc >= k
+        elif code in (0x15, 0x35, 0x45):
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
             pc += jt if taken else jf
         elif code == 0x06:
             return k
@@ -33,8 +33,14 @@ def test_filter_denies_exactly_the_table(machine):
     arch, table = seccomp.DENIED[machine]
     prog = seccomp.filter_bytes(machine)
     denied = set(table.values())
-    for nr in range(0, 460):
+    clone, clone3 = seccomp.CLONE[machine]
+    for nr in set(range(0, 460)) - {clone, clone3}:
         assert run_bpf(prog, nr, arch) == (EPERM if nr in denied else ALLOW), nr
+    assert run_bpf(prog, clone3, arch) == ENOSYS
+    fork_flags = 0x01200011  # CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD (fork)
+    assert run_bpf(prog, clone, arch, fork_flags) == ALLOW
+    assert run_bpf(prog, clone, arch, fork_flags | 0x10000000) == EPERM  # CLONE_NEWUSER
+    assert run_bpf(prog, clone, arch, 0x00020000 | 17) == ALLOW  # CLONE_NEWNS: needs caps
     assert run_bpf(prog, table["ptrace"], arch) == EPERM
     assert run_bpf(prog, 0, 0x40000003) == KILL  # i386 on x86_64, or any foreign ABI
 

@@ -1,6 +1,7 @@
 """Containment: every hostile program ends within its limits with the right status,
 and the host (files, processes, sockets, environment) is left as it was."""
 
+import dataclasses
 import json
 import os
 import resource
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from rlvr_jax.sandbox import CodeJob, Limits, TestCase
+from rlvr_jax.sandbox import jail as jail_lib
+from rlvr_jax.sandbox.runner import run_test
 from tests.sandbox.conftest import processes_with
 
 REPO = Path(__file__).resolve().parents[2]
@@ -313,3 +316,25 @@ def test_invalid_utf8_in_output_program_and_stdin(run1):
     stdin = b"\xff\n".decode("utf-8", "surrogateescape")
     r = run1("import sys\nprint(sys.stdin.buffer.read())", TestCase(stdin, "b'\\xff\\n'"))
     assert r.status == "passed", r.stdout
+
+
+@pytest.mark.parametrize("disable_userns", [True, False])
+def test_no_new_namespaces_and_threads_still_work(disable_userns):
+    # False: what bubblewrap < 0.8 runs (no --disable-userns); seccomp alone must hold.
+    jail = dataclasses.replace(jail_lib.find_jail(), disable_userns=disable_userns)
+    program = textwrap.dedent("""
+        import ctypes, os, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        print("unshare", libc.unshare(0x10000000), ctypes.get_errno())  # CLONE_NEWUSER
+        nr = {"x86_64": 56, "aarch64": 220}[os.uname().machine]
+        print("clone", libc.syscall(nr, 0x10000000 | 17, 0, 0, 0, 0), ctypes.get_errno())
+        t = threading.Thread(target=print, args=("thread ok",))
+        t.start(); t.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        print("fork", os.waitpid(pid, 0)[1] >> 8)
+    """)
+    r = run_test(jail, program, TestCase(), Limits())
+    assert r.status == "passed", r.stderr
+    assert r.stdout.split("\n")[:4] == ["unshare -1 1", "clone -1 1", "thread ok", "fork 7"]
