@@ -52,6 +52,8 @@ class Jail:
       machine: platform.machine(), which picks the seccomp table.
       disable_userns: pass --disable-userns (bubblewrap >= 0.8); the seccomp filter
         forbids new user namespaces either way.
+      tmpfs_size: bound /work and /tmp with --size (bubblewrap >= 0.7); without it
+        only each file is bounded (RLIMIT_FSIZE), not their total.
     """
 
     bwrap: str
@@ -62,9 +64,10 @@ class Jail:
     symlinks: tuple[tuple[str, str], ...]
     machine: str
     disable_userns: bool = True
+    tmpfs_size: bool = True
 
 
-MIN_BWRAP = (0, 6)  # --size, --perms and --clearenv
+MIN_BWRAP = (0, 6)  # Ubuntu 22.04's 0.6.1; the options used below all predate it
 
 
 def bwrap_version(bwrap: str) -> tuple[int, ...] | None:
@@ -147,6 +150,7 @@ def find_jail(python: str | None = None) -> Jail:
         symlinks=tuple(symlinks),
         machine=machine,
         disable_userns=version >= (0, 8),
+        tmpfs_size=version >= (0, 7),
     )
 
 
@@ -175,7 +179,7 @@ def bwrap_argv(
     for target, link in jail.symlinks:
         fs += ["--symlink", target, link]
     soft, hard = cpu_limits(limits)
-    size = str(limits.file_bytes)
+    size = ["--size", str(limits.file_bytes)] if jail.tmpfs_size else []
     rlimits = [
         jail.prlimit,
         f"--cpu={soft}:{hard}",
@@ -189,12 +193,12 @@ def bwrap_argv(
         jail.bwrap,
         "--unshare-all", "--unshare-user", *(["--disable-userns"] if jail.disable_userns else []),
         "--die-with-parent", "--new-session", "--hostname", "sandbox",
-        "--clearenv", "--setenv", "PATH", _PATH, "--setenv", "HOME", WORKDIR,
+        "--setenv", "PATH", _PATH, "--setenv", "HOME", WORKDIR,
         "--setenv", "LANG", "C.UTF-8",
         *fs,
         "--proc", "/proc", "--dev", "/dev",
-        "--size", size, "--tmpfs", WORKDIR, "--size", size, "--tmpfs", "/tmp",
-        "--perms", "0444", "--ro-bind-data", str(program_fd), PROGRAM_PATH,
+        *size, "--tmpfs", WORKDIR, *size, "--tmpfs", "/tmp",
+        "--ro-bind-data", str(program_fd), PROGRAM_PATH,
         "--chdir", WORKDIR,
         "--seccomp", str(seccomp_fd), "--json-status-fd", str(status_fd),
         "--",

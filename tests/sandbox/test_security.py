@@ -318,10 +318,13 @@ def test_invalid_utf8_in_output_program_and_stdin(run1):
     assert r.status == "passed", r.stdout
 
 
-@pytest.mark.parametrize("disable_userns", [True, False])
-def test_no_new_namespaces_and_threads_still_work(disable_userns):
-    # False: what bubblewrap < 0.8 runs (no --disable-userns); seccomp alone must hold.
-    jail = dataclasses.replace(jail_lib.find_jail(), disable_userns=disable_userns)
+@pytest.mark.parametrize("old_bwrap", [False, True])
+def test_no_new_namespaces_and_threads_still_work(old_bwrap):
+    # True: the options bubblewrap 0.6 has (no --disable-userns, no tmpfs --size);
+    # seccomp alone must forbid new user namespaces.
+    jail = dataclasses.replace(
+        jail_lib.find_jail(), disable_userns=not old_bwrap, tmpfs_size=not old_bwrap
+    )
     program = textwrap.dedent("""
         import ctypes, os, threading
         libc = ctypes.CDLL(None, use_errno=True)
