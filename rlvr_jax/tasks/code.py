@@ -18,7 +18,7 @@ every test through a `SandboxPool`; reward 1 when all tests pass (`reward="all"`
 the fraction passed (`reward="fraction"`). Building the task checks that the sandbox
 can isolate programs: without it the task refuses to start (SandboxUnavailable
 saying what is missing), and never runs model code unsandboxed. A verify call
-takes as long as the program's tests (about 55 ms per test on 2 cores, more for
+takes as long as the program's tests (30-55 ms per test on 2 shared cores, more for
 slow programs, up to `wall_seconds` each), not the ~100 ms of the synthetic tasks.
 """
 
