@@ -87,6 +87,7 @@ from rlvr_jax.rl.steps import RLSteps
 from rlvr_jax.rl.update import RLState
 from rlvr_jax.rollout import EVALUATORS, ROLLOUTS, Groups, Request, RolloutContext
 from rlvr_jax.sampling import SamplingParams
+from rlvr_jax.train.eval_checkpoint import run_eval_settings
 from rlvr_jax.train.evaluate import evaluate_task
 from rlvr_jax.train.multiturn import evaluate_episodes
 
@@ -180,16 +181,11 @@ class Trainer:
         evaluation against the initial policy where it has one (`rollout.EVALUATORS`),
         on `split` / `num_problems` (default: `eval.split` / `eval.num_problems`)."""
         c, p = self.c, self.parts
-        split, num_problems = split or c.eval.split, num_problems or c.eval.num_problems
         self._sync_model()
-        kw = dict(
-            split=split,
-            num_problems=num_problems,
-            n_samples=c.eval.n_samples,
-            temperature=c.eval.temperature,
-            max_new_tokens=c.rollout.max_new_tokens,
-            seed=c.seed + 1,
-        )
+        # One source of the settings for this and scripts/evaluate.py on the run's export.
+        kw = run_eval_settings(json.loads(c.to_json()))
+        kw.update(split=split or kw["split"], num_problems=num_problems or kw["num_problems"])
+        split, num_problems = kw["split"], kw["num_problems"]
         if p.task.episode_turns():  # a multi-turn task is evaluated on whole episodes
             turns = p.task.episode_turns()
             kw.update(env_factory=p.task.env, max_turns=turns)
