@@ -1,7 +1,8 @@
 """The score step shared by training, scheduling and evaluation: cut → decode → verify.
 
 `score_rows` is the one place a sampled response becomes a verdict: the tokens
-up to the first stop id are decoded and handed to `task.verify`. The RL rollout
+up to the first stop id are decoded and handed to `task.verify_batch` (one call
+per batch, so the code tasks run every program in one sandbox-pool call). The RL rollout
 plug-ins, the select stage's schedulers and `train.evaluate` all call it, so a
 test can substitute the verifier in one place (`rlvr_jax.testing.parity_score_rows`).
 """
@@ -53,14 +54,13 @@ def score_rows(
     Returns:
       Verdicts.
     """
-    rewards, correct, reasons, texts = [], [], [], []
-    for problem, ids in zip(problems_R, sampled_R, strict=True):
-        text = tokenizer.decode(cut_at_stop(ids, stop_ids))
-        verdict = task.verify(problem, text)
-        rewards.append(verdict.reward)
-        correct.append(verdict.reason == CORRECT)
-        reasons.append(verdict.reason)
-        texts.append(text)
+    texts = [tokenizer.decode(cut_at_stop(ids, stop_ids)) for ids in sampled_R]
+    if len(texts) != len(problems_R):
+        raise ValueError(f"{len(problems_R)} problems for {len(texts)} responses")
+    verdicts = task.verify_batch(list(problems_R), texts)  # the code tasks: one sandbox call
+    rewards = [v.reward for v in verdicts]
+    correct = [v.reason == CORRECT for v in verdicts]
+    reasons = [v.reason for v in verdicts]
     return Verdicts(np.asarray(rewards, np.float64), np.asarray(correct, bool), reasons, texts)
 
 

@@ -33,6 +33,7 @@ _MODULES: dict[str, str] = {
     "math_file": "rlvr_jax.tasks.math_data",
     "mixture": "rlvr_jax.tasks.mixture",
     "code": "rlvr_jax.tasks.code",
+    "code_synth": "rlvr_jax.tasks.code_synth",
 }
 _REGISTRY: dict[str, type[Task]] = {}
 

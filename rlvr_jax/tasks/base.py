@@ -3,8 +3,9 @@
 A task is a frozen dataclass of its options (difficulty knobs) with two methods:
 `problem(index, split)` builds one problem deterministically from
 (options, seed, split, index), and `verify(problem, response)` scores a
-response. Verifiers never execute model output and never raise on it: every
-response, however adversarial, gets a `Verdict` with a reward and a reason.
+response. Verifiers execute model output only inside the code sandbox (the code
+tasks) and never raise on it: every response, however adversarial, gets a
+`Verdict` with a reward and a reason.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import abc
 import dataclasses
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -86,6 +87,16 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def verify(self, problem: Problem, response: str) -> Verdict:
         """Scores `response`; never raises on any string and returns within ~100 ms."""
+
+    def verify_batch(self, problems: Sequence[Problem], responses: Sequence[str]) -> list[Verdict]:
+        """`verify` of each (problem, response) pair, in order.
+
+        The default loops over `verify`; a task whose verifier has a batched form
+        (the code tasks: one `SandboxPool.run` over every program) overrides it.
+        """
+        if len(problems) != len(responses):
+            raise ValueError(f"{len(problems)} problems for {len(responses)} responses")
+        return [self.verify(p, r) for p, r in zip(problems, responses, strict=True)]
 
     def alternative_solutions(self, problem: Problem, k: int) -> list[str]:
         """Up to `k` other correct solutions of `problem`, written like `problem.solution`.

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from rlvr_jax.sandbox import CodeJob, Limits, SandboxPool, TestCase
@@ -104,7 +105,7 @@ class CodeTask(Task):
 
     def pool(self) -> SandboxPool:
         """The shared pool for these limits (built, and the sandbox checked, once)."""
-        return _pool(self.workers, self.limits())
+        return shared_pool(self.workers, self.limits())
 
     def _data(self) -> tuple[tuple[dict, ...], dict[str, tuple[int, ...]], int]:
         path = os.path.expanduser(self.path)
@@ -147,18 +148,51 @@ class CodeTask(Task):
           TIMEOUT when the first failing test ran out of time, with reward 0
           (reward="all") or the fraction passed; MALFORMED when there is no code block.
         """
-        program = extract_program(response)
+        return self.verify_batch([problem], [response])[0]
+
+    def verify_batch(self, problems: Sequence[Problem], responses: Sequence[str]) -> list[Verdict]:
+        """`verify` of each (problem, response), all programs in one `SandboxPool.run`."""
+        tests = [tuple(TestCase(**t) for t in p.metadata["tests"]) for p in problems]
+        return run_programs(self.pool(), tests, responses, fraction=self.reward == "fraction")
+
+
+def run_programs(
+    pool: SandboxPool,
+    tests: Sequence[tuple[TestCase, ...]],
+    responses: Sequence[str],
+    *,
+    fraction: bool,
+) -> list[Verdict]:
+    """Verdicts of responses on their tests, every program in one `pool.run` call.
+
+    Args:
+      pool: the sandbox pool (its workers run the programs concurrently).
+      tests: each response's tests.
+      responses: model responses; the last fenced block is the program.
+      fraction: reward the fraction of tests passed (else 1 only when all pass).
+    Returns:
+      One Verdict per response, as `CodeTask.verify` describes.
+    """
+    if len(tests) != len(responses):
+        raise ValueError(f"{len(tests)} test lists for {len(responses)} responses")
+    programs = [extract_program(r) for r in responses]
+    jobs = [CodeJob(prog, t) for prog, t in zip(programs, tests, strict=True) if prog is not None]
+    results = iter(pool.run(jobs) if jobs else [])
+    verdicts = []
+    for program in programs:
         if program is None:
-            return Verdict(0.0, MALFORMED, None, "no ```python code block")
-        tests = tuple(TestCase(**t) for t in problem.metadata["tests"])
-        [result] = self.pool().run([CodeJob(program, tests)])
+            verdicts.append(Verdict(0.0, MALFORMED, None, "no ```python code block"))
+            continue
+        result = next(results)
         statuses = [t.status for t in result.tests]
         detail = f"{statuses.count('passed')}/{len(statuses)} tests passed; statuses {statuses}"
         if result.all_passed:
-            return Verdict(1.0, CORRECT, program, detail)
-        reward = result.pass_fraction if self.reward == "fraction" else 0.0
+            verdicts.append(Verdict(1.0, CORRECT, program, detail))
+            continue
+        reward = result.pass_fraction if fraction else 0.0
         reason = TIMEOUT if result.status == "timeout" else WRONG_ANSWER
-        return Verdict(reward, reason, program, detail)
+        verdicts.append(Verdict(reward, reason, program, detail))
+    return verdicts
 
 
 def extract_program(response: str) -> str | None:
@@ -169,6 +203,12 @@ def extract_program(response: str) -> str | None:
     if not blocks or not blocks[-1].strip():
         return None
     return blocks[-1][:MAX_PROGRAM_CHARS]
+
+
+def shared_pool(workers: int, limits: Limits) -> SandboxPool:
+    """The process-wide pool for (workers, limits); building it runs the sandbox's
+    self-test (SandboxUnavailable when programs cannot be isolated), once."""
+    return _pool(workers, limits)
 
 
 @functools.lru_cache(maxsize=4)
