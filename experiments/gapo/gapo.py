@@ -20,7 +20,8 @@ GRPO advantages, G = 8, two minibatch updates per batch (so clipping is active),
 no KL (grpo.py's choices).
 
 Command: python -m rlvr_jax.main --config=experiments/gapo/gapo.py --workdir=runs/gapo
-Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps). The GSPO form
+Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps), `:code` (the synthetic
+code task on its base, rewards from the sandbox; `:code,pulse`). The GSPO form
 is experiments/gapo/gapo_gspo.py.
 Runtime: not measured; grpo.py's (the bounds are elementwise).
 
@@ -36,6 +37,10 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
+# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
+# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
+CODE = {"code": "", "code,pulse": "pulse"}
+
 
 def get_config(variant: str = ""):
     c = default_config()
@@ -50,4 +55,9 @@ def get_config(variant: str = ""):
     c.loss.aggregation = "seq-mean-token-mean"
     c.data.group_size = 8  # G
     c.train.num_minibatches = 2
-    return apply_variant(c, variant, paper=PAPER)
+    apply_variant(c, CODE.get(variant, variant), paper=PAPER)
+    if variant in CODE:  # the synthetic code task, verified in the sandbox
+        c.task.name = "code_synth"
+        if variant == "code":
+            c.model.domain = "code_synth"
+    return c

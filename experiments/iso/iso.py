@@ -15,6 +15,8 @@ frames; GRPO's lr 1e-4 and schedule; G = 8, token PPO clip ε = 0.2.
 
 Variants and overrides:
   :pulse                                   tiny random model, 2 steps (CI)
+  :code                                    the synthetic code task on its base (sandbox
+                                           rewards); :code,pulse its pulse
   --config.optimizer.iso.base=muon         ISO-Muon (Newton–Schulz on the frame steps)
   --config.optimizer.iso.retraction=polar  polar retraction
   --config.optimizer.name=muon             plain Muon (the non-ISO comparison)
@@ -40,6 +42,10 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 PAPER = dict(model="qwen3-8b")  # paper: Qwen3-8B-Base (same shapes as Qwen3-8B)
 
+# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
+# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
+CODE = {"code": "", "code,pulse": "pulse"}
+
 
 def get_config(variant: str = ""):
     c = default_config()
@@ -53,7 +59,11 @@ def get_config(variant: str = ""):
     c.optimizer.iso.base = "adamw"  # the frames' base optimizer: "adamw" | "muon"
     c.optimizer.iso.retraction = "qr"  # "qr" | "polar"
     c.optimizer.lr = 1e-4  # the GRPO baseline's
-    apply_variant(c, variant, paper=PAPER)
+    apply_variant(c, CODE.get(variant, variant), paper=PAPER)
+    if variant in CODE:  # the synthetic code task, verified in the sandbox
+        c.task.name = "code_synth"
+        if variant == "code":
+            c.model.domain = "code_synth"
     if variant == "paper":
         c.model.path = "/path/to/Qwen3-8B-Base"  # paper: the base checkpoint
         c.train.steps = 270  # paper: the AdamW run's horizon

@@ -19,7 +19,8 @@ teacher-generated data, not a credit transform).
 Command: python -m rlvr_jax.main --config=experiments/rstg/rstg.py --workdir=runs/rstg
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; teacher = the policy
 under the reference-solution context, score.teacher.source = "hint": no warm-start
-model is trained).
+model is trained), `:code` (the synthetic code task on its base,
+rewards from the sandbox; the warm-start code_synth teacher; `:code,pulse`).
 Runtime: not measured; grpo.py's plus one teacher forward per batch.
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B student, Qwen3-32B teacher
@@ -37,6 +38,10 @@ PAPER = dict(
     teacher="Qwen3-32B",  # ours: a larger model of the student's family
 )
 
+# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
+# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
+CODE = {"code": "", "code,pulse": "pulse"}
+
 
 def get_config(variant: str = ""):
     c = default_config()
@@ -49,4 +54,10 @@ def get_config(variant: str = ""):
     c.credit.rstg.coef = 1.0  # λ (ours)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    return apply_teacher(apply_variant(c, variant, paper=PAPER), variant)
+    base = CODE.get(variant, variant)
+    c = apply_teacher(apply_variant(c, base, paper=PAPER), base)
+    if variant in CODE:  # the synthetic code task, verified in the sandbox
+        c.task.name = "code_synth"
+        if variant == "code":
+            c.model.domain = "code_synth"
+    return c

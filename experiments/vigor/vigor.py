@@ -12,7 +12,8 @@ experiments/baselines/grpo.py (same B·G rollout budget per step).
   the fixed B·G-row batch; the rest masked out).
 
 Command: python -m rlvr_jax.main --config=experiments/vigor/vigor.py --workdir=runs/vigor
-Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps).
+Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps), `:code` (the synthetic
+code task on its base, rewards from the sandbox; `:code,pulse`).
 Runtime here (2 CPU cores): about grpo.py's (same rollouts, a few more rounds).
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
@@ -27,6 +28,10 @@ from rlvr_jax.rl.config import apply_variant, default_config
 
 PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
 
+# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
+# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
+CODE = {"code": "", "code,pulse": "pulse"}
+
 
 def get_config(variant: str = ""):
     c = default_config()
@@ -38,7 +43,13 @@ def get_config(variant: str = ""):
     c.select.vigor.refine_frac = 0.5
     c.select.vigor.max_per_prompt = 0  # 0 = 2G
     c.select.vigor.budget_factor = 1.0  # rollouts per step / (B·G)
-    c = apply_variant(c, variant, paper=PAPER)
-    if variant == "pulse":  # G = 4: 2B prompts × n0 = 2 would spend the whole budget in round 0
+    c = apply_variant(c, CODE.get(variant, variant), paper=PAPER)
+    if variant in CODE:  # the synthetic code task, verified in the sandbox
+        c.task.name = "code_synth"
+        if variant == "code":
+            c.model.domain = "code_synth"
+    if (
+        CODE.get(variant, variant) == "pulse"
+    ):  # G = 4: 2B prompts × n0 = 2 would spend the whole budget in round 0
         c.select.vigor.prompt_factor = 1.0
     return c

@@ -142,11 +142,12 @@ class WarmStartSpec:
         )
 
 
-def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3, **extra):
+def _spec(domain, role, d, layers, steps, problems, *, batch=16, lr=3e-3, options=None, **extra):
+    options = TASK_OPTIONS[domain] if options is None else options
     return WarmStartSpec(
         domain=domain,
         role=role,
-        task_options=tuple(sorted(TASK_OPTIONS[domain].items())),
+        task_options=tuple(sorted(options.items())),
         hidden_size=d,
         intermediate_size=3 * d,
         num_layers=layers,
@@ -208,6 +209,11 @@ SPECS: dict[tuple[str, str], WarmStartSpec] = {
     ),
     # Both turns of the game (TURN_EXAMPLES: 2 examples per problem); the base of SpyRL.
     ("spy_describe", "base"): _spec("spy_describe", "base", 128, 4, 300, 2400),
+    # The synthetic code task at its defaults (its defaults are the miniature's settings,
+    # so RL's `resolve_options` gives the same task); the Countdown base's budget, and
+    # a teacher with the Countdown teacher's. Trained on first use, not shipped.
+    ("code_synth", "base"): _spec("code_synth", "base", 128, 4, 800, 8000, options={}),
+    ("code_synth", "teacher"): _spec("code_synth", "teacher", 128, 4, 1500, 12000, options={}),
 }
 
 
