@@ -92,7 +92,14 @@ def validate(c: ml_collections.ConfigDict) -> None:
         )
     _check_async(c)
     _check_suite(c)
-    select.build_scheduler(c)  # the scheduler's own checks, naming config.select.<name>
+    scheduler = select.build_scheduler(c)  # its own checks, naming config.select.<name>
+    if c.async_rl.max_staleness and scheduler.embedding_refresh_every():
+        raise ValueError(
+            f"config.select.name = {c.select.name!r} re-embeds its pool with the current "
+            f"policy every {scheduler.embedding_refresh_every()} steps, which the "
+            f"asynchronous rollout worker cannot read (config.async_rl.max_staleness = "
+            f"{c.async_rl.max_staleness}); set its refresh to 0 or run synchronously"
+        )
     if c.select.max_rollouts and c.select.max_rollouts < c.data.group_size:
         raise ValueError(
             f"config.select.max_rollouts = {c.select.max_rollouts} is below "
@@ -106,10 +113,11 @@ def validate(c: ml_collections.ConfigDict) -> None:
 # What an asynchronous run (async_rl.max_staleness > 0) may choose. The rollout
 # stages not listed sample with the trainer's state or keep state across steps
 # (an adapter, a self-play opponent, a reflection pass, branches of a tree) and
-# are not yet made version-aware; the schedulers not listed keep per-prompt
-# statistics of the policy they assume is current.
+# are not yet made version-aware. Every scheduler runs in the rollout worker and
+# sees the outcomes of its own rows (sampled by the policy k steps behind the
+# learner), except one that re-embeds its pool with the current policy during the
+# run (LEEPS's refresh_every > 0): that reads the learner's model.
 ASYNC_ROLLOUTS = ("plain",)
-ASYNC_SELECTS = ("uniform", "dynamic_sampling")
 
 
 def _check_async(c: ml_collections.ConfigDict) -> None:
@@ -154,11 +162,6 @@ def _check_async(c: ml_collections.ConfigDict) -> None:
         raise ValueError(
             f"config.rollout.name = {c.rollout.name!r} cannot run asynchronously "
             f"(config.async_rl.max_staleness = {k}); asynchronous rollouts: {ASYNC_ROLLOUTS}"
-        )
-    if c.select.name not in ASYNC_SELECTS:
-        raise ValueError(
-            f"config.select.name = {c.select.name!r} cannot run asynchronously "
-            f"(config.async_rl.max_staleness = {k}); asynchronous schedulers: {ASYNC_SELECTS}"
         )
 
 

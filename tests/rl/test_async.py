@@ -39,7 +39,7 @@ def test_version_schedule():
         ({"loss.rollout_correction": "tis_token", "loss.recompute_old_logps": True,
           "loss.tis_cap": 2.0}, "loss.tis_cap"),
         ({"async_rl.max_staleness": 1, "rollout.name": "guided"}, "config.rollout.name = 'guided'"),
-        ({"async_rl.max_staleness": 2, "select.name": "sara"}, "config.select.name = 'sara'"),
+        ({"async_rl.max_staleness": 2, "select.name": "leeps"}, "config.select.name = 'leeps'"),
     ],
 )  # fmt: skip
 def test_bad_async_config_names_the_field(changes, message):
@@ -184,3 +184,22 @@ def test_every_baseline_trains_one_step_off(name, tmp_path, monkeypatch):
     last = train[-1]
     assert np.isfinite(last["loss"]) and last["grad_norm"] > 0
     assert "is/ratio_mean" in last and np.isfinite(last["is/ratio_mean"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", ["sara", "vigor", "pair", "difficulty"])
+def test_pool_schedulers_run_in_the_worker(slug, tmp_path, monkeypatch):
+    """The select stage runs in the rollout worker: SARA's, VIGOR's, PAIR's rounds and the
+    difficulty pool's statistics come from rows of the policy one step behind."""
+    from tests.rl.test_scheduled import _experiment
+
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
+    c = _experiment(slug)
+    c.eval.at_start = False
+    c.async_rl.max_staleness = 1
+    c.loss.recompute_old_logps = True
+    trainer_lib.train(c, tmp_path)
+    train = _lines(tmp_path)
+    assert [x["async/staleness"] for x in train] == [0.0, 1.0]
+    assert all(x["select/rollouts"] > 0 for x in train)
+    assert np.isfinite(train[-1]["loss"])
