@@ -55,6 +55,21 @@ class Request:
         if len(self.stop_token_ids) > MAX_STOP_IDS:
             raise ValueError(f"row {self.row_id}: at most {MAX_STOP_IDS} stop tokens")
 
+    @classmethod
+    def of(cls, row_id: int, prompt, group: int, prefix, params: SamplingParams) -> Request:
+        """A row with `params`' budget and knobs (the one place they are copied over)."""
+        return cls(
+            row_id=row_id,
+            prompt=tuple(prompt),
+            group=group,
+            max_new_tokens=params.max_new_tokens,
+            prefix=tuple(prefix),
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            stop_token_ids=tuple(params.stop_token_ids),
+        )
+
 
 @dataclasses.dataclass
 class RowResult:
@@ -91,19 +106,10 @@ def requests_for(
     if prefixes is not None and len(prefixes) != rows:
         raise ValueError(f"got {len(prefixes)} prefixes for {rows} rows (prompts x n)")
     return [
-        Request(
-            row_id=b,
-            prompt=tuple(prompts[b // params.n]),
-            group=b // params.n,
-            max_new_tokens=params.max_new_tokens,
-            prefix=() if prefixes is None else tuple(prefixes[b]),
-            temperature=params.temperature,
-            top_k=params.top_k,
-            top_p=params.top_p,
-            stop_token_ids=tuple(params.stop_token_ids),
-        )
+        Request.of(b, prompts[b // params.n], b // params.n,
+                   () if prefixes is None else prefixes[b], params)
         for b in range(rows)
-    ]
+    ]  # fmt: skip
 
 
 def check_requests(

@@ -422,20 +422,9 @@ class Sampler:
             if done_all[b]:
                 continue
             cut = len(c) if shared_prompt is None else shared_prompt[b]
-            requests.append(
-                Request(
-                    row_id=b,
-                    prompt=tuple(c[:cut]),
-                    # A continuation's rows share nothing: each is its own group.
-                    group=int(group[b]) if shared_prompt is not None else b,
-                    max_new_tokens=params.max_new_tokens,
-                    prefix=tuple(c[cut:]),
-                    temperature=params.temperature,
-                    top_k=params.top_k,
-                    top_p=params.top_p,
-                    stop_token_ids=tuple(params.stop_token_ids),
-                )
-            )
+            # A continuation's rows share nothing: each is its own group.
+            row_group = int(group[b]) if shared_prompt is not None else b
+            requests.append(Request.of(b, c[:cut], row_group, c[cut:], params))
         results = self.paged_engine().generate(requests, key, state=state) if requests else {}
         return generated_arrays(len(contexts), results, params.max_new_tokens, self.pad_id)
 
