@@ -5,6 +5,8 @@ equal to the uninterrupted run, and the config errors."""
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from rlvr_jax.testing import parity_score_rows
 
 from .test_config import BASELINES, load_experiment
 
+ROOT = Path(__file__).resolve().parents[2]
 TIMING = ("time", "rollout_seconds", "update_seconds", "step_seconds", "tokens_per_s",
           "async/learner_wait_seconds", "async/rollout_wait_seconds")  # fmt: skip
 
@@ -203,3 +206,50 @@ def test_pool_schedulers_run_in_the_worker(slug, tmp_path, monkeypatch):
     assert [x["async/staleness"] for x in train] == [0.0, 1.0]
     assert all(x["select/rollouts"] > 0 for x in train)
     assert np.isfinite(train[-1]["loss"])
+
+
+def _cli(workdir, steps):
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlvr_jax.main",
+        "--config=experiments/baselines/grpo.py:pulse",
+        f"--workdir={workdir}",
+        f"--config.train.steps={steps}",
+        "--config.checkpoint.every=2",
+        "--config.eval.at_start=false",
+        "--config.log.progress_every_s=0",
+        "--config.async_rl.max_staleness=1",
+        "--config.loss.recompute_old_logps=true",
+        "--config.loss.rollout_correction=tis_token",
+        "--config.loss.entropy_coef=0.01",
+    ]  # fmt: skip  (a gradient without rewards)
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_then_rerun_equals_the_uninterrupted_run(tmp_path):
+    straight = _cli(tmp_path / "straight", 6)
+    _, err = straight.communicate(timeout=900)
+    assert straight.returncode == 0, err[-2000:]
+    killed = _cli(tmp_path / "killed", 6)
+    try:
+        for line in killed.stderr:  # SIGKILL during step 4: checkpoint 2 is the last one
+            if "step 3/6" in line:
+                killed.send_signal(signal.SIGKILL)
+                break
+        killed.wait(timeout=300)
+    finally:
+        killed.kill()
+    assert killed.returncode == -signal.SIGKILL
+    rerun = _cli(tmp_path / "killed", 6)
+    _, err = rerun.communicate(timeout=900)
+    assert rerun.returncode == 0, err[-2000:]
+    a, b = tmp_path / "straight", tmp_path / "killed"
+    assert [x["step"] for x in _lines(b)] == [1, 2, 3, 4, 5, 6]  # none twice, none lost
+    assert _strip(_lines(b)) == _strip(_lines(a))
+    assert max(x["is/ratio_max"] for x in _lines(a)) > 1 + 1e-4  # the weights moved
+    assert (b / "export" / "model.safetensors").read_bytes() == (
+        a / "export" / "model.safetensors"
+    ).read_bytes()
