@@ -1,6 +1,6 @@
 """Synthetic coding problems for the CPU miniature: write a one-line-ish `f(x)`, run in the sandbox.
 
-  "Write a Python function f(x) that returns 3 times x plus 2. Example: f(1) = 5."
+  "Write a Python function f(x) that returns 3 times x plus 2."
   ```python
   def f(x):
       return 3 * x + 2
@@ -43,7 +43,7 @@ INSTRUCTION = "Put the code in one ```python code block."
 @register
 @dataclasses.dataclass(frozen=True)
 class CodeSynth(Task):
-    """Write `f(x)` from a description in words and one example; tests run in the sandbox.
+    """Write `f(x)` from a description in words; its tests run in the sandbox.
 
     Attributes:
       forms: comma-separated subset of FORMS, drawn uniformly: "linear" (a*x + b or
@@ -118,10 +118,7 @@ class CodeSynth(Task):
         outputs = [int(fn(x)) for x in inputs]
         program = f"def f(x):\n{body}"
         pid = self.problem_id(index, split)
-        prompt = (
-            f"Write a Python function f(x) that returns {words}. "
-            f"Example: f({inputs[0]}) = {outputs[0]}.\n{INSTRUCTION}"
-        )
+        prompt = f"Write a Python function f(x) that returns {words}.\n{INSTRUCTION}"
         sentinel = "ok " + hashlib.sha256(f"{self.seed}|{pid}".encode()).hexdigest()[:16]
         return Problem(
             id=pid,

@@ -42,7 +42,8 @@ def test_problems_are_deterministic_and_checked_by_hand():
                 assert v == (x * a) % b
         if form == "conditional":  # both branches are tested
             assert min(xs) <= b < max(xs)
-        assert f"Example: f({xs[0]}) = {vs[0]}." in p.prompt
+        assert p.prompt.startswith("Write a Python function f(x) that returns ")
+        assert f" {a}" in p.prompt and "Example" not in p.prompt  # no test value shown
         assert p.solution.startswith("```python\ndef f(x):\n") and p.answer in p.solution
 
 
