@@ -17,7 +17,7 @@ def test_catalogue_and_declarations_agree():
         # End to end today <=> a reproduction is declared.
         assert (slug in SLUGS) == (not (p.blocked or p.manual)), slug
     # The pages that are not seed papers (references and the rollout engine's RL step).
-    assert set(SLUGS) - set(papers) <= {"baselines", "difficulty", "agentic", "engine"}
+    assert set(SLUGS) - set(papers) <= {"baselines", "difficulty", "agentic", "engine", "async_rl"}
 
 
 @pytest.mark.parametrize("slug", SLUGS)
