@@ -14,6 +14,10 @@ workdir, evaluation only at the end) on the same cores, one after the other:
   sync+tis    the synchronous step, π_old recomputed, token TIS (what k1/k2 add)
   k1, k2      async_rl.max_staleness = 1, 2, π_old recomputed, token TIS (cap 2)
   k1-partial  k1 with partial rollouts ("continue", segments of 16 tokens)
+  k1-device, k2-device  k1, k2 with the worker on local device 1, the learner on
+              device 0 (needs two devices: on a CPU, XLA_FLAGS=
+              "--xla_force_host_platform_device_count=2 --xla_cpu_multi_thread_eigen=false"
+              gives one core-sized device each)
 
 Per arm: the median step wall time over the steps after the first `--skip`
 (compilation), the run's total wall and CPU seconds (user + system of the child),
@@ -45,6 +49,9 @@ ARMS = {
     "k1": ["async_rl.max_staleness=1", *CORRECTION],
     "k2": ["async_rl.max_staleness=2", *CORRECTION],
     "k1-partial": ["async_rl.max_staleness=1", "async_rl.partial_rollouts=continue", *CORRECTION],
+    # The worker on its own device (run with XLA_FLAGS=--xla_force_host_platform_device_count=2).
+    "k1-device": ["async_rl.max_staleness=1", "async_rl.rollout_device=1", *CORRECTION],
+    "k2-device": ["async_rl.max_staleness=2", "async_rl.rollout_device=1", *CORRECTION],
 }
 
 

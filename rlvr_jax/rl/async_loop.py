@@ -46,6 +46,7 @@ workers would need a lock-step of their own).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import pickle
@@ -78,8 +79,9 @@ class Produced:
     Attributes:
       step: the RL step they train; version: the policy version that sampled them.
       groups, stats, fields: the select stage's output (`Select.step`).
-      rollout_seconds: the worker's time sampling them; wait_seconds: its idle
-        time before, waiting for `version` to be published.
+      rollout_seconds: the worker's time sampling them (the push included);
+        wait_seconds: its idle time before, waiting for `version` to be published;
+        push_seconds: copying the weights to the rollout device (disaggregated).
     """
 
     step: int
@@ -89,6 +91,7 @@ class Produced:
     fields: dict[str, np.ndarray]
     rollout_seconds: float = 0.0
     wait_seconds: float = 0.0
+    push_seconds: float = 0.0
 
 
 class Closed(Exception):
@@ -133,6 +136,25 @@ class Versions:
             self._cond.notify_all()
 
 
+def rollout_device(index: int, mesh):
+    """The worker's own device (`async_rl.rollout_device` = index >= 0), or None (-1)."""
+    if index < 0:
+        return None
+    local = jax.local_devices()
+    if index >= len(local):
+        raise ValueError(
+            f"config.async_rl.rollout_device = {index}, but this process has {len(local)} "
+            "device(s) (on a CPU: XLA_FLAGS=--xla_force_host_platform_device_count=2)"
+        )
+    device = local[index]
+    if device in set(mesh.devices.flat):
+        raise ValueError(
+            f"config.async_rl.rollout_device = {index} is a device of the learner's mesh "
+            f"(config.mesh.shape = {tuple(mesh.devices.shape)}): give the worker another one"
+        )
+    return device
+
+
 def version_of(step: int, k: int, first_version: int) -> int:
     """The policy version that samples step `step`'s groups: max(first_version, step − k)."""
     return max(first_version, step - k)
@@ -156,8 +178,13 @@ class RolloutWorker(threading.Thread):
         self.trainer, self.k, self.first_version = trainer, k, first_version
         self.first, self.last, self.versions = first, last, versions
         self.rng = np.asarray(trainer.state.rng)  # a host copy: the update donates the state
+        self.device = rollout_device(p.config.async_rl.rollout_device, p.mesh)
         self.model = nnx.clone(p.model)  # the worker samples with its own copy
-        self.sampler, _ = make_sampler(p.config, self.model, p.tokenizer, p.pad_id, p.mesh)
+        mesh = p.mesh
+        if self.device is not None:  # disaggregated: its own device, outside the mesh
+            nnx.update(self.model, jax.device_put(nnx.state(self.model), self.device))
+            mesh = None
+        self.sampler, _ = make_sampler(p.config, self.model, p.tokenizer, p.pad_id, mesh)
         self._cond = threading.Condition()
         self._done: dict[int, Produced] = dict(preloaded or {})
         self._error: BaseException | None = None
@@ -181,11 +208,18 @@ class RolloutWorker(threading.Thread):
         t0 = time.perf_counter()
         params = self.versions.wait(version)
         t1 = time.perf_counter()
+        push = 0.0
+        if self.device is not None:  # the weights pushed to the rollout device
+            params = jax.block_until_ready(jax.device_put(params, self.device))
+            push = time.perf_counter() - t1
         nnx.update(self.model, params)
         key = jax.random.fold_in(self.rng, step)  # as the synchronous step's key
-        groups, stats, fields = self.trainer.parts.selector.step(key, rollout=self._rollout(step))
+        with contextlib.nullcontext() if self.device is None else jax.default_device(self.device):
+            groups, stats, fields = self.trainer.parts.selector.step(
+                key, rollout=self._rollout(step)
+            )
         t2 = time.perf_counter()
-        return Produced(step, version, groups, stats, fields, t2 - t1, t1 - t0)
+        return Produced(step, version, groups, stats, fields, t2 - t1, t1 - t0, push)
 
     def _rollout(self, step: int) -> Callable:
         """The rollout stage the select stage calls for step `step` (on the worker's sampler)."""
@@ -278,6 +312,7 @@ def step_stats(trainer, produced: Produced, batch) -> dict[str, float]:
         "async/policy_version": float(produced.version),
         f"async/rows_at_staleness_{staleness}": float(rows),
         "async/rollout_wait_seconds": produced.wait_seconds,
+        "async/weight_push_seconds": produced.push_seconds,
     }
     info, valid = produced.groups.info, produced.groups.valid
     for key in sorted(info):  # partial rollouts: sampled tokens per staleness, discards

@@ -197,6 +197,11 @@ def default_config() -> ml_collections.ConfigDict:
     # token tagged by its version) or "abort" (it restarts under them); decoded in
     # segments of segment_tokens. Partial rollouts are free-running (not repeatable).
     c.async_rl.partial_rollouts = "off"
+    # Where the worker samples: -1 = on the learner's devices (colocated: the two share
+    # them); i >= 0 = local device i, outside the learner's mesh (disaggregated in one
+    # process: weights are pushed to it after each update, the push time logged). On a
+    # CPU: XLA_FLAGS=--xla_force_host_platform_device_count=2 gives a second device.
+    c.async_rl.rollout_device = -1
     c.async_rl.segment_tokens = 16
 
     # -------------------------------------------------------------- critic (PPO)

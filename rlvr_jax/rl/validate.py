@@ -146,6 +146,11 @@ def _check_async(c: ml_collections.ConfigDict) -> None:
     if not isinstance(k, int) or k < 0:
         raise ValueError(f"config.async_rl.max_staleness = {k!r}; must be an integer >= 0")
     one_of("async_rl.partial_rollouts", c.async_rl.partial_rollouts, PARTIAL_MODES)
+    if c.async_rl.rollout_device < -1:
+        raise ValueError(
+            f"config.async_rl.rollout_device = {c.async_rl.rollout_device!r}; must be -1 "
+            "(the learner's devices) or a local device index"
+        )
     if c.async_rl.segment_tokens < 1:
         raise ValueError(
             f"config.async_rl.segment_tokens = {c.async_rl.segment_tokens!r}; must be >= 1"

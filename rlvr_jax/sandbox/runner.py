@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import selectors
 import signal
 import subprocess
@@ -41,13 +42,18 @@ _CHUNK = 1 << 16
 _GRACE_SECONDS = 5.0  # for the kernel to empty a killed pid namespace
 
 
-def source_of(program: str, test: TestCase) -> bytes:
-    """The file the sandbox runs: the program, then the test's assertion if any.
+def source_of(program: str, test: TestCase, marker: str | None = None) -> bytes:
+    """The file the sandbox runs: the program, then the test's assertion if any, then
+    (with `marker`) a line printing the marker: a test with an assertion passes only
+    when the run reached its end, so `sys.exit(0)` or `os._exit(0)` before the
+    assertion does not pass it.
 
     Lone surrogates (undecodable bytes kept by surrogateescape) go back to bytes
     as they were, so invalid UTF-8 reaches Python's parser, which rejects it.
     """
     text = program if test.assertion is None else f"{program}\n\n{test.assertion}\n"
+    if marker is not None and test.assertion is not None:
+        text += f"\nprint({marker!r}, flush=True)\n"
     return text.encode("utf-8", errors="surrogateescape")
 
 
@@ -69,6 +75,7 @@ def classify(
     stderr: bytes,
     seconds: float = 0.0,
     cpu_hard_seconds: float = float("inf"),
+    marker: str | None = None,
 ) -> tuple[str, str]:
     """(status, reason) of a run from what the host saw.
 
@@ -82,6 +89,8 @@ def classify(
       seconds: the run's wall-clock seconds.
       cpu_hard_seconds: the hard CPU limit; a SIGKILL after at least that long is
         the kernel enforcing it on a program that ignored SIGXCPU.
+      marker: the end-of-run marker of an assertion test (`source_of`): a run that
+        exits 0 without printing it last stopped before its assertion ("exited_early").
     """
     if not started:
         return SANDBOX_ERROR, "sandbox_start"
@@ -98,8 +107,13 @@ def classify(
         if _ASSERTION_ERROR.search(tail.rstrip(b"\n") + b"\n"):
             return FAILED, "assertion"
         return CRASHED, f"exit_{exit_code}"
+    text = stdout.decode("utf-8", errors="replace")
+    if marker is not None and test.assertion is not None:
+        lines = text.rstrip().splitlines()
+        if not lines or lines[-1].strip() != marker:
+            return FAILED, "exited_early"
+        text = "\n".join(lines[:-1])
     if test.expected_stdout is not None:
-        text = stdout.decode("utf-8", errors="replace")
         return (
             (PASSED, "") if outputs_match(text, test.expected_stdout) else (FAILED, "wrong_output")
         )
@@ -145,7 +159,8 @@ def run_test(jail: Jail, program: str, test: TestCase, limits: Limits) -> TestRe
         tempfile.TemporaryFile() as filt,
         tempfile.TemporaryFile() as stdin,
     ):
-        src.write(source_of(program, test))
+        marker = f"rlvr-end-{secrets.token_hex(16)}" if test.assertion is not None else None
+        src.write(source_of(program, test, marker))
         filt.write(seccomp.filter_bytes(jail.machine))
         stdin.write(test.stdin.encode("utf-8", errors="surrogateescape"))
         for f in (src, filt, stdin):
@@ -198,6 +213,7 @@ def run_test(jail: Jail, program: str, test: TestCase, limits: Limits) -> TestRe
         exit_code=exit_code if killed is None else None,
         stdout=stdout,
         stderr=stderr,
+        marker=marker,
     )
     return TestResult(
         status=state,

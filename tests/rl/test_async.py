@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 from rlvr_jax.rl import trainer as trainer_lib
-from rlvr_jax.rl.async_loop import version_of
+from rlvr_jax.rl.async_loop import rollout_device, version_of
+from rlvr_jax.rl.build import build_mesh
 from rlvr_jax.rl.config import default_config, validate
 from rlvr_jax.rollout import score
 from rlvr_jax.testing import parity_score_rows
@@ -253,3 +255,30 @@ def test_kill_9_mid_run_then_rerun_equals_the_uninterrupted_run(tmp_path):
     assert (b / "export" / "model.safetensors").read_bytes() == (
         a / "export" / "model.safetensors"
     ).read_bytes()
+
+
+def test_rollout_device_is_outside_the_learners_mesh():
+    mesh = build_mesh(default_config())  # one device: the first
+    assert rollout_device(-1, mesh) is None
+    assert rollout_device(1, mesh) == jax.local_devices()[1]  # the suite has 8 CPU devices
+    with pytest.raises(ValueError, match="is a device of the learner's mesh"):
+        rollout_device(0, mesh)
+    with pytest.raises(ValueError, match="config.async_rl.rollout_device = 99, but this process"):
+        rollout_device(99, mesh)
+
+
+@pytest.mark.slow
+def test_worker_on_its_own_device_gives_the_colocated_run(tmp_path, monkeypatch):
+    """Disaggregated in one process (rollout_device = 1): the same fixed schedule, so the
+    same groups and updates as the colocated worker, with the weight push logged."""
+    monkeypatch.setattr(score, "score_rows", parity_score_rows)
+    trainer_lib.train(_async_pulse(1, steps=3, rollout_correction="tis_token"), tmp_path / "a")
+    c = _async_pulse(1, steps=3, rollout_correction="tis_token")
+    c.async_rl.rollout_device = 1
+    trainer_lib.train(c, tmp_path / "b")
+    a, b = _lines(tmp_path / "a"), _lines(tmp_path / "b")
+    assert all(x["async/weight_push_seconds"] > 0 for x in b)
+    drop = ("async/weight_push_seconds",)
+    assert [{k: v for k, v in x.items() if k not in drop} for x in _strip(b)] == [
+        {k: v for k, v in x.items() if k not in drop} for x in _strip(a)
+    ]

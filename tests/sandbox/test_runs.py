@@ -56,6 +56,20 @@ def test_stdin_stdout_and_assertion_tests_give_per_test_results(pool):
     assert r_add.tests[1].reason == "assertion" and r_add.status == "failed"
 
 
+def test_exiting_before_the_assertion_does_not_pass_it(pool):
+    """A zero exit status is not a pass: sys.exit(0), os._exit(0) and raising SystemExit
+    before the appended assertion end the run early (the end-of-run marker is missing),
+    while a program that prints and then passes its assertion still passes."""
+    hacks = ["import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit",
+             "print('rlvr-end-00')\nimport sys\nsys.exit(0)"]  # fmt: skip
+    fine = "def f(x):\n    print('working')\n    return x + 1"
+    test = (TestCase(assertion="assert f(1) == 2"),)
+    results = pool.run([CodeJob(h, test) for h in hacks] + [CodeJob(fine, test)])
+    for r in results[:-1]:
+        assert r.status == "failed" and r.tests[0].reason == "exited_early", r
+    assert results[-1].all_passed
+
+
 def test_each_test_gets_a_fresh_working_directory(pool):
     program = (
         "import os\nprint(sorted(os.listdir('.')), os.getcwd())\nopen('state', 'w').write('x')"
