@@ -44,6 +44,8 @@ setup(
             # Parity oracle only; 2.13.0 is the CPU wheel available offline here.
             "torch==2.13.0",
             "transformers>=4.51",
+            # The W&B backend's test runs the real library offline (tests/run/test_backends.py).
+            "wandb>=0.19.10",
         ],
     },
 )
