@@ -43,6 +43,9 @@ class Entry:
         zero advantage); a bool or fn(options).
       minibatch_stats: fn(mb, **hparams) -> {name: scalar}, statistics over the
         whole minibatch a loss needs before its micro-batches run (`minibatch=`).
+      asynchronous: a rollout plug-in that may run in the asynchronous rollout
+        worker (`rl.async_loop`): it samples only with the sampler it is given and
+        keeps no state across steps.
     """
 
     name: str
@@ -56,6 +59,7 @@ class Entry:
     off_policy: Fact = False
     group_relative: Fact = False
     minibatch_stats: Callable[..., dict] | None = None
+    asynchronous: bool = False
 
     def fact(self, name: str, options: Mapping[str, Any]) -> Any:
         """The declared fact `name` for these options (calls it if it is a function)."""
@@ -82,6 +86,7 @@ class Registry:
         off_policy: Fact = False,
         group_relative: Fact = False,
         minibatch_stats: Callable[..., dict] | None = None,
+        asynchronous: bool = False,
         **defaults: Any,
     ) -> Callable[[Callable], Callable]:
         """Decorator: `@REG.register("grpo", eps=1e-6)` registers fn with its defaults.
@@ -96,7 +101,7 @@ class Registry:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._entries[name] = Entry(
                 name, fn, dict(defaults), tuple(requires), uses_step, tuple(provides),
-                check, label_free, off_policy, group_relative, minibatch_stats,
+                check, label_free, off_policy, group_relative, minibatch_stats, asynchronous,
             )  # fmt: skip
             return fn
 

@@ -110,14 +110,14 @@ def validate(c: ml_collections.ConfigDict) -> None:
     critic_lib.check_config(c)
 
 
-# What an asynchronous run (async_rl.max_staleness > 0) may choose. The rollout
-# stages not listed sample with the trainer's state or keep state across steps
-# (an adapter, a self-play opponent, a reflection pass, branches of a tree) and
-# are not yet made version-aware. Every scheduler runs in the rollout worker and
-# sees the outcomes of its own rows (sampled by the policy k steps behind the
-# learner), except one that re-embeds its pool with the current policy during the
-# run (LEEPS's refresh_every > 0): that reads the learner's model.
-ASYNC_ROLLOUTS = ("plain",)
+# What an asynchronous run (async_rl.max_staleness > 0) may choose: a rollout
+# plug-in registered `asynchronous=True` (the others sample with the trainer's
+# state or keep state across steps: an adapter, a self-play opponent, a reflection
+# pass, branches of a tree; not yet made version-aware). Every scheduler runs in
+# the rollout worker and sees the outcomes of its own rows (sampled by the policy
+# k steps behind the learner), except one that re-embeds its pool with the
+# current policy during the run (LEEPS's refresh_every > 0): that reads the
+# learner's model.
 
 
 def _check_async(c: ml_collections.ConfigDict) -> None:
@@ -163,10 +163,11 @@ def _check_async(c: ml_collections.ConfigDict) -> None:
                 "update during its rollouts)"
             )
         return
-    if c.rollout.name not in ASYNC_ROLLOUTS:
+    if not ROLLOUTS.get(c.rollout.name).asynchronous:
+        allowed = [e.name for e in ROLLOUTS.entries() if e.asynchronous]
         raise ValueError(
             f"config.rollout.name = {c.rollout.name!r} cannot run asynchronously "
-            f"(config.async_rl.max_staleness = {k}); asynchronous rollouts: {ASYNC_ROLLOUTS}"
+            f"(config.async_rl.max_staleness = {k}); asynchronous rollouts: {allowed}"
         )
 
 

@@ -39,7 +39,7 @@ def plain_prompts(ctx: RolloutContext) -> list[list[int]]:
     return [prompts[g] for g in ctx.request.group_R]
 
 
-@ROLLOUTS.register("plain")
+@ROLLOUTS.register("plain", asynchronous=True)
 def plain(ctx: RolloutContext) -> Groups:
     """Sampling: each row is the policy's response to its problem's prompt (μ = π_old)."""
     return scored_groups(ctx, sample_rows(ctx, plain_prompts(ctx)))
