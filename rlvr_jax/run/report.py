@@ -256,6 +256,8 @@ def settings_section(workdir, config: dict[str, Any]) -> str:
     """The results.md lines naming the evaluation's settings and the weights' digests."""
     from rlvr_jax.train.eval_checkpoint import format_settings, run_eval_settings  # lazy
 
+    if "rollout" not in config or "eval" not in config:  # an SFT stage's config: no RL eval
+        return ""
     m = config["model"]
     lines = ["", "## Evaluation", "",
              f"- every row: {format_settings(run_eval_settings(config))}, "
