@@ -278,12 +278,14 @@ def curves_title(name: str, config: dict[str, Any]) -> str:
     """The curves' title: run, algorithm (credit / loss / select), seed and base model."""
     m = config["model"]
     algo = " / ".join(config[k]["name"] for k in ("credit", "loss", "select") if k in config)
-    base = f"{m['domain']}-{m['role']}" if m["source"] == "warm_start" else m["source"]
-    if m["source"] == "random":
+    source = m.get("source")  # an SFT stage's `model` block holds only execution fields
+    base = f"{m['domain']}-{m['role']}" if source == "warm_start" else source
+    if source == "random":
         base = f"random {m['random_size']}"
-    elif m["source"] == "pretrained":
+    elif source == "pretrained":
         base = Path(m["path"]).name
-    return f"{name}: {algo}, seed {config['seed']}, base {base}, task {config['task']['name']}"
+    based = f", base {base}" if base else ""
+    return f"{name}: {algo}, seed {config['seed']}{based}, task {config['task']['name']}"
 
 
 def write_report(workdir) -> tuple[Path, Path]:

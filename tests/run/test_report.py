@@ -195,3 +195,18 @@ def test_curves_have_a_title_y_labels_and_no_empty_cells(tmp_path, monkeypatch):
                          ("reward", "pass rate")]  # fmt: skip
     assert (reward.get_linestyle(), pass_rate.get_linestyle()) == ("-", "--")
     plt.close(fig)
+
+
+def test_report_of_an_sft_stage_run(tmp_path):
+    """An SFT stage's config has a `model` block of execution fields only and no rollout."""
+    from rlvr_jax.pipeline.execution import add_execution
+    from rlvr_jax.pipeline.sft import sft_config
+
+    config = json.loads(add_execution(sft_config()).to_json())
+    assert "source" not in config["model"] and "rollout" not in config
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records()))
+    text = write_report(tmp_path)[0].read_text()
+    assert "## Evaluation" not in text
+    title = report.curves_title("sft", config)
+    assert "base" not in title and title.startswith("sft: ") and f"seed {config['seed']}" in title
