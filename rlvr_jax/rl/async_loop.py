@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import pickle
 import threading
@@ -64,7 +65,7 @@ from rlvr_jax import distributed
 from rlvr_jax.core.rollout_correction import correction_stats
 from rlvr_jax.rl.async_partial import partial_rollout
 from rlvr_jax.rl.parts import make_sampler
-from rlvr_jax.rl.step_metrics import combine_select_stats, info_stats, rollout_stats
+from rlvr_jax.rl.step_metrics import combine_select_stats
 from rlvr_jax.rollout import Groups
 
 log = logging.getLogger(__name__)
@@ -368,38 +369,25 @@ def run_async(trainer, stop_rule: Callable[[], bool] | None = None) -> dict[str,
                 t0 = time.perf_counter()
                 produced = worker.get(step)
                 t1 = time.perf_counter()
-                groups, fields = produced.groups, produced.fields
+                groups = produced.groups
                 stats = combine_select_stats(produced.stats)
-                batch = trainer.score(groups, fields, step)
-                stats.update(p.score_ctx.metrics)
-                stats.update(step_stats(trainer, produced, batch))
-                batch = trainer.credit(batch, step, groups.num_groups)
-                if groups.valid.any():
-                    stats.update(trainer.update(batch, step))
-                else:
-                    log.warning("step %d: no informative group; no update", step)
-                trainer.state = trainer.state.replace(step=trainer.state.step + 1)
+                stats.update(
+                    trainer.learn(
+                        groups,
+                        produced.fields,
+                        step,
+                        batch_stats=functools.partial(step_stats, trainer, produced),
+                    )
+                )
                 step += 1
                 stop = distributed.agree(guard.requested)
                 save = step % c.checkpoint.every == 0 or step == c.train.steps or stop
                 if not save:  # the worker may sample with version `step` at once
                     versions.publish(step, trainer.state.params, keep=k)
-                t2 = time.perf_counter()
-                tokens = float(groups.attention_mask[groups.valid].sum())
-                stats.update(rollout_stats(groups, p.sampling.max_new_tokens))
-                stats.update(info_stats(groups))
-                stats.update(
-                    rollout_seconds=produced.rollout_seconds,
-                    update_seconds=t2 - t1,
-                    step_seconds=t2 - t0,
-                    tokens_per_s=tokens / max(t2 - t0, 1e-9),
-                )
                 stats["async/learner_wait_seconds"] = t1 - t0
-                if "loss" in stats and not np.isfinite(stats["loss"]):
-                    raise FloatingPointError(
-                        f"loss is {stats['loss']} at step {step}; stopping. " + io.resume_hint()
-                    )
-                io.log_train(step, c.train.steps, stats)
+                trainer.log_step(
+                    step, groups, stats, rollout_seconds=produced.rollout_seconds, t0=t0, t1=t1
+                )
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
                     io.log_eval(step, trainer.evaluate())
                 if save:
@@ -419,10 +407,4 @@ def run_async(trainer, stop_rule: Callable[[], bool] | None = None) -> dict[str,
     finally:
         versions.close()
         worker.join(timeout=60)
-    final = trainer.evaluate()
-    if c.eval.validation_problems:
-        val = trainer.evaluate("validation", c.eval.validation_problems)
-        final = final | {f"val/{key}": v for key, v in val.items()}
-    io.log_eval(step, final)
-    io.finish(p.model if c.checkpoint.export_final else None, p.tokenizer)
-    return final
+    return trainer.finish(step)

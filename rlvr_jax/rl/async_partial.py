@@ -31,8 +31,8 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax.rollout import Groups, RolloutContext
-from rlvr_jax.rollout.base import continue_prefixes, scored_groups, truncate
-from rlvr_jax.rollout.plain import plain_prompts
+from rlvr_jax.rollout.base import scored_groups, truncate
+from rlvr_jax.rollout.plain import as_requested, plain_prompts, request_prefixes
 from rlvr_jax.sampling import Rollout, Sampler, SamplingParams
 
 PARTIAL_MODES = ("off", "continue", "abort")
@@ -154,17 +154,11 @@ def partial_rollout(
     (logged as info/…); rows discarded by "abort" are counted in
     `info["aborted_tokens"]` (spread over the rows that restarted).
     """
-    req = ctx.request
-    prefixes = None
-    if req.prefixes is not None:
-        prefixes = [[] if p is None else list(p.tokens) for p in req.prefixes]
     out = segmented_sample(
         ctx.sampler, model, plain_prompts(ctx), ctx.params(), ctx.key,
-        segment=segment, mode=mode, newest=newest, prefixes=prefixes,
+        segment=segment, mode=mode, newest=newest, prefixes=request_prefixes(ctx),
     )  # fmt: skip
-    ro = out.rollout
-    ro.group = req.group_R
-    ro = continue_prefixes(ro, req.prefixes)
+    rows = len(ctx.request.group_R)
     info = staleness_counts(out.version_BxL, step, k)
-    info["aborted_tokens"] = np.full(len(req.group_R), out.aborted_tokens / len(req.group_R))
-    return scored_groups(ctx, ro, info)
+    info["aborted_tokens"] = np.full(rows, out.aborted_tokens / rows)
+    return scored_groups(ctx, as_requested(ctx, out.rollout), info)

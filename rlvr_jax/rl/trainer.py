@@ -287,33 +287,9 @@ class Trainer:
                 groups, stats, fields = p.selector.step(key, rollout=self.rollout)
                 stats = combine_select_stats(stats)
                 t1 = time.perf_counter()
-                batch = self.score(groups, fields, step)
-                stats.update(p.score_ctx.metrics)  # the signals' diagnostics
-                batch = self.credit(batch, step, groups.num_groups)
-                if distributed.agree(groups.valid.any()):  # all hosts update, or none
-                    stats.update(self.update(batch, step))
-                else:
-                    log.warning("step %d: no informative group; no update", step)
-                self.state = self.state.replace(step=self.state.step + 1)
+                stats.update(self.learn(groups, fields, step))
                 step += 1
-                t2 = time.perf_counter()
-                stats.update(rollout_stats(groups, p.sampling.max_new_tokens))
-                stats.update(info_stats(groups))
-                tokens = float(
-                    distributed.sum_over_processes(groups.attention_mask[groups.valid].sum())
-                )
-                stats.update(
-                    rollout_seconds=t1 - t0,
-                    update_seconds=t2 - t1,
-                    step_seconds=t2 - t0,
-                    tokens_per_s=tokens / max(t2 - t0, 1e-9),
-                )
-                if "loss" in stats and not np.isfinite(stats["loss"]):
-                    raise FloatingPointError(
-                        f"loss is {stats['loss']} at step {step}; stopping. "
-                        + self.io.resume_hint()
-                    )
-                self.io.log_train(step, c.train.steps, stats)
+                self.log_step(step, groups, stats, rollout_seconds=t1 - t0, t0=t0, t1=t1)
                 if c.eval.every and step % c.eval.every == 0 and step < c.train.steps:
                     last_eval = (step, self.evaluate())
                     self.io.log_eval(*last_eval)
@@ -326,10 +302,61 @@ class Trainer:
                     by = guard.signal_name or "another process's signal"
                     log.warning("%s received: checkpoint saved at step %d", by, step)
                     return {"preempted": True, "step": step}
-        if ended and last_eval[0] == step:
-            final = last_eval[1]  # the rule ended the run right after this evaluation
+        return self.finish(step, last_eval if ended else (-1, {}))
+
+    # ------------------------------------------------------- the step's parts
+    def learn(self, groups, fields, step: int, batch_stats=None) -> dict[str, float]:
+        """Scores, credits and (when a group is informative) updates on step `step`'s groups.
+
+        Args:
+          groups, fields: the select stage's output for the step.
+          step: the step being trained (the state's step is advanced by one).
+          batch_stats: optional `batch_stats(batch) -> dict`, asked on the scored batch
+            (the asynchronous loop's behaviour-ratio stats).
+        Returns:
+          the signals' diagnostics, `batch_stats`'s and the update's stats.
+        """
+        p = self.parts
+        batch = self.score(groups, fields, step)
+        stats = dict(p.score_ctx.metrics)  # the signals' diagnostics
+        if batch_stats is not None:
+            stats.update(batch_stats(batch))
+        batch = self.credit(batch, step, groups.num_groups)
+        if distributed.agree(groups.valid.any()):  # all hosts update, or none
+            stats.update(self.update(batch, step))
         else:
-            final = self.evaluate()
+            log.warning("step %d: no informative group; no update", step)
+        self.state = self.state.replace(step=self.state.step + 1)
+        return stats
+
+    def log_step(self, step: int, groups, stats, *, rollout_seconds, t0, t1) -> None:
+        """Adds the rollout, info and timing stats to `stats` and logs them as step `step`.
+
+        `t0` is the step's start and `t1` the end of its wait for rollouts; a
+        non-finite loss stops the run with the resume hint.
+        """
+        p = self.parts
+        t2 = time.perf_counter()
+        stats.update(rollout_stats(groups, p.sampling.max_new_tokens))
+        stats.update(info_stats(groups))
+        tokens = float(distributed.sum_over_processes(groups.attention_mask[groups.valid].sum()))
+        stats.update(
+            rollout_seconds=rollout_seconds,
+            update_seconds=t2 - t1,
+            step_seconds=t2 - t0,
+            tokens_per_s=tokens / max(t2 - t0, 1e-9),
+        )
+        if "loss" in stats and not np.isfinite(stats["loss"]):
+            raise FloatingPointError(
+                f"loss is {stats['loss']} at step {step}; stopping. " + self.io.resume_hint()
+            )
+        self.io.log_train(step, self.c.train.steps, stats)
+
+    def finish(self, step: int, last_eval=(-1, {})) -> dict[str, Any]:
+        """The final evaluation (reusing `last_eval` = (step, eval) if it is this step's),
+        the validation split, the export; returns the final evaluation."""
+        c, p = self.c, self.parts
+        final = last_eval[1] if last_eval[0] == step else self.evaluate()
         if c.eval.validation_problems:  # for choosing hyperparameters (repro sweeps)
             val = self.evaluate("validation", c.eval.validation_problems)
             final = final | {f"val/{k}": v for k, v in val.items()}

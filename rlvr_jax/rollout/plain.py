@@ -23,14 +23,24 @@ def sample_rows(ctx: RolloutContext, prompts_R: Sequence[Sequence[int]], **kw):
     Returns:
       The sampler's Rollout, one row per requested row, `group` = the request's.
     """
-    req = ctx.request
-    prefixes = None
-    if req.prefixes is not None:
-        prefixes = [[] if p is None else list(p.tokens) for p in req.prefixes]
     params = kw.pop("params", None) or ctx.params()
-    ro = ctx.sampler.sample(list(prompts_R), params, ctx.key, prefixes=prefixes, **kw)
-    ro.group = req.group_R
-    return continue_prefixes(ro, req.prefixes)
+    prefixes = request_prefixes(ctx)
+    return as_requested(
+        ctx, ctx.sampler.sample(list(prompts_R), params, ctx.key, prefixes=prefixes, **kw)
+    )
+
+
+def request_prefixes(ctx: RolloutContext) -> list[list[int]] | None:
+    """The request's forced tokens per row (`Sampler.sample`'s `prefixes`), or None."""
+    if ctx.request.prefixes is None:
+        return None
+    return [[] if p is None else list(p.tokens) for p in ctx.request.prefixes]
+
+
+def as_requested(ctx: RolloutContext, ro):
+    """Sampled rows (one per requested row) as the request's: its groups, prefixes continued."""
+    ro.group = ctx.request.group_R
+    return continue_prefixes(ro, ctx.request.prefixes)
 
 
 def plain_prompts(ctx: RolloutContext) -> list[list[int]]:
