@@ -56,6 +56,12 @@ def main():
     )
     ap.add_argument("--skip-bad-rows", action="store_true", help="skip (count, log) malformed rows")
     ap.add_argument("--code-workers", type=int, default=4)
+    ap.add_argument("--engine", default="paged", choices=("paged", "static"),
+                    help="paged: problems batched on the paged engine; static: one call each")
+    ap.add_argument("--prompts-per-batch", type=int, default=16,
+                    help="problems per paged-engine call (speed and memory, not the samples)")
+    ap.add_argument("--cache-gib", type=float,
+                    help="the paged engine's page pool in GiB (default: every slot a whole row)")
     args = ap.parse_args()  # fmt: skip
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -66,6 +72,7 @@ def main():
             benchmarks=tuple(b for b in args.benchmarks.split(",") if b.strip()),
             template=args.template, chat_template=not args.no_chat_template,
             code_workers=args.code_workers, on_bad_row="skip" if args.skip_bad_rows else "raise",
+            engine=args.engine, prompts_per_batch=args.prompts_per_batch, cache_gib=args.cache_gib,
         )  # fmt: skip
         report = evaluate_models(args.model, args.suite, args.data, settings, args.out)
     except (FileNotFoundError, ValueError, RuntimeError, BadRow) as e:

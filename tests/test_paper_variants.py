@@ -89,6 +89,9 @@ def _check(name, c):
     assert c.rollout.max_new_tokens >= 256 and c.data.group_size >= 8
     if c.task.name == "math_file":
         assert json.loads(c.task.options)["path"] == paper_scale.DATA_PATH
+        # The paper benchmarks ride along with the evaluations (placeholder data path).
+        assert (c.eval.suite, c.eval.suite_data) == ("math", paper_scale.EVAL_DATA_PATH)
+        assert c.eval.suite_n_samples == 16 and c.eval.suite_every % c.eval.every == 0
     used = signals.signal_names(c)
     for signal in TEACHER_SIGNALS:
         if signal in used:  # a warm-start teacher has another tokenizer than the policy

@@ -4,10 +4,17 @@
 `evaluate_models` loads saved model directories, runs the suite on each into one
 output directory and writes the paper-style report (`report.py`).
 
-A problem's samples depend only on (model, settings, seed, benchmark, problem id):
-each problem is sampled in its own call with the key
-fold_in(PRNGKey(seed), hash(benchmark/id)), so a resumed run, a `num_problems`
-prefix and an uninterrupted run give the same samples for the same problem.
+A problem's samples depend only on (model, settings, seed, benchmark, the problem):
+  engine "paged" (default)  problems are sampled `prompts_per_batch` at a time on the
+            paged engine, each problem's n rows sharing one prefill of its prompt.
+            The engine keys a row's draws by its row id alone, and the rows of the
+            i-th problem of a benchmark file have ids i·n … i·n + n − 1 under the
+            key fold_in(PRNGKey(seed), hash(benchmark)): no draw depends on the
+            other problems of the call.
+  engine "static"  each problem is sampled in its own call of the static sampler
+            with the key fold_in(PRNGKey(seed), hash(benchmark/id)).
+Either way a resumed run, a `num_problems` prefix and an uninterrupted run give
+the same samples for the same problem (the engine is part of the cache key).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rlvr_jax import distributed
 from rlvr_jax.eval import metrics, report
 from rlvr_jax.eval.benchmarks import Benchmark
 from rlvr_jax.eval.cache import ResultCache, model_digest, problem_key
@@ -56,6 +64,12 @@ class Settings:
       math_timeout_s: math-verify's limit per answer check.
       code_workers: sandbox pool concurrency (code suite).
       code_limits: keyword arguments of the sandbox's Limits (() = its defaults).
+      engine: "paged" (problems batched on the paged engine) or "static" (one
+        static-sampler call per problem); see the module docstring.
+      prompts_per_batch: problems per paged-engine call (rows = this x n); changes
+        speed and memory, not the samples.
+      cache_gib: the paged engine's page pool in GiB (None: enough for every decode
+        slot to hold a whole row); rows wait for pages, the samples do not change.
       on_bad_row: "raise" on a malformed row, or "skip" (counted and logged).
     """
 
@@ -73,8 +87,15 @@ class Settings:
     code_workers: int = 4
     code_limits: tuple[tuple[str, Any], ...] = ()
     on_bad_row: str = "raise"
+    engine: str = "paged"
+    prompts_per_batch: int = 16
+    cache_gib: float | None = None
 
     def __post_init__(self):
+        if self.engine not in ("paged", "static"):
+            raise ValueError(f"engine must be 'paged' or 'static', got {self.engine!r}")
+        if self.prompts_per_batch < 1:
+            raise ValueError(f"prompts_per_batch must be >= 1, got {self.prompts_per_batch}")
         if self.n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {self.n_samples}")
         bad = [k for k in self.ks if not 1 <= k <= self.n_samples]
@@ -87,7 +108,10 @@ class Settings:
         """The fields that change a problem's samples or verdicts (part of the cache key)."""
         keep = ("n_samples", "temperature", "top_p", "max_new_tokens", "seed", "chat_template",
                 "math_timeout_s", "code_limits")  # fmt: skip
-        return {k: getattr(self, k) for k in keep}
+        out = {k: getattr(self, k) for k in keep}
+        if self.engine != "static":  # the static sampler's keys predate the field
+            out["engine"] = self.engine
+        return out
 
 
 def _problem_rng(seed: int, benchmark: str, item_id: str) -> jax.Array:
@@ -137,6 +161,7 @@ def run_suite(
     generate: Callable[[list[int], jax.Array], list[str]] | None = None,
     show_progress: bool = True,
     label: str = "",
+    split_processes: bool = False,
 ) -> dict[str, Any]:
     """Samples, scores and summarises one policy on a suite.
 
@@ -156,6 +181,10 @@ def run_suite(
         (`sampler_generate`).
       show_progress: draw the progress bar on stderr.
       label: shown before the benchmark name in the progress bar (the model).
+      split_processes: in a multi-process run (a collective: every process calls it),
+        the problems are shared out over the processes (`_sample_split`; needs
+        engine "static"), every process returns the whole result and process 0
+        writes the cache. Without it every process samples every problem.
     Returns:
       {"suite", "settings", "benchmarks": {name: {"title", "kind", "num_problems",
       "skipped_rows", "metrics", "pass_curve", "problems"}}, "average": {metric:
@@ -167,30 +196,63 @@ def run_suite(
     template = settings.template or suite.template
     loaded, missing = load_suite_items(suite, data_dir, settings)
     n = settings.n_samples
-    generate = generate or _lazy_sampler(model, tokenizer, settings)
     code_scorer = code_scorer or CodeScorer(settings.code_workers, dict(settings.code_limits))
     if any(b.kind == "code" for b, _, _ in loaded):
         code_scorer.check()  # refuse before sampling when programs cannot be isolated
     total = sum(len(items) for _, items, _ in loaded) * n
+    split = split_processes and jax.process_count() > 1
+    if split and (settings.engine != "static" or generate is not None):
+        raise ValueError(
+            "a suite split over processes samples with engine='static' and the model (the "
+            "paged engine and a generate= hook run in one process)"
+        )
+    key_settings = settings.sample_key()
+    if split:  # a problem's samples depend on how many processes share its call
+        key_settings["processes"] = jax.process_count()
+    # Per benchmark: its records (None until sampled) and the uncached problems to sample.
+    plan = []
+    for bench, items, skipped in loaded:
+        cache = ResultCache(Path(cache_dir) / f"{bench.name}.jsonl") if cache_dir else None
+        texts = [render(template, item.body) for item in items]
+        keys = [problem_key(model_id or "", bench.name, item.id, key_settings, text)
+                for item, text in zip(items, texts, strict=True)]  # fmt: skip
+        records = [cache.get(k) if cache is not None else None for k in keys]
+        plan.append([bench, items, texts, keys, skipped, cache, records])
+    if split:  # every process takes process 0's cache (a collective)
+        for entry, records in zip(plan, distributed.allgather_objects([e[6] for e in plan])[0],
+                                  strict=True):  # fmt: skip
+            entry[6] = records
+    todos = [[(i, items[i], keys[i], _encode(tokenizer, texts[i], settings))
+              for i, r in enumerate(records) if r is None]
+             for _, items, texts, keys, _, _, records in plan]  # fmt: skip
+    if generate is not None:
+        sample = _per_problem(generate, settings)
+    else:
+        longest = max((len(t[3]) for todo in todos for t in todo), default=0)
+        sample = _lazy_sampler(model, tokenizer, settings, longest)
     results = {}
+    batch = settings.prompts_per_batch if generate is None and settings.engine == "paged" else 1
     with Progress(total, label=suite.name, stream=None if show_progress else _Null()) as bar:
-        for bench, items, skipped in loaded:
-            cache = ResultCache(Path(cache_dir) / f"{bench.name}.jsonl") if cache_dir else None
-            records = []
-            for item in items:
-                text = render(template, item.body)
-                key = problem_key(model_id or "", bench.name, item.id, settings.sample_key(), text)
-                rec = cache.get(key) if cache is not None else None
-                if rec is not None:
-                    bar.skip(n)
-                else:
-                    rec = _sample_and_score(
-                        bench.name, item, text, tokenizer, settings, generate, code_scorer
-                    )
+        for (bench, items, texts, keys, skipped, cache, records), todo in zip(
+            plan, todos, strict=True
+        ):
+            bar.skip(n * (len(records) - len(todo)))
+            if split:
+                where = f"{label}{suite.name}/{bench.name}"
+                _sample_split(bench, items, texts, keys, records, todo, model, tokenizer,
+                              settings, code_scorer, cache, bar, where)  # fmt: skip
+                todo = []
+            for lo in range(0, len(todo), batch):
+                part = todo[lo : lo + batch]
+                responses = sample(bench.name, [(i, item) for i, item, _, _ in part],
+                                   [ids for *_, ids in part])  # fmt: skip
+                for (i, item, key, _), res in zip(part, responses, strict=True):
+                    if len(res) != n:
+                        raise ValueError(f"generate returned {len(res)} responses, not {n}")
+                    records[i] = _record(item, res, tokenizer, settings, code_scorer)
                     if cache is not None:
-                        cache.put(key, rec)
-                    bar.advance(n, f"{label}{suite.name}/{bench.name}")
-                records.append(rec)
+                        cache.put(key, records[i])
+                bar.advance(n * len(part), f"{label}{suite.name}/{bench.name}")
             results[bench.name] = _summarise(bench, records, skipped, settings)
     return {
         "suite": suite.name,
@@ -201,14 +263,61 @@ def run_suite(
     }
 
 
-def _sample_and_score(
-    bench: str, item: Item, text: str, tokenizer, settings: Settings, generate, code_scorer
-) -> dict[str, Any]:
-    """One problem's record: its n responses to prompt `text`, their lengths and verdicts."""
-    ids = encode_prompt(tokenizer, text) if settings.chat_template else tokenizer.encode(text)
-    responses = list(generate(ids, _problem_rng(settings.seed, bench, item.id)))
-    if len(responses) != settings.n_samples:
-        raise ValueError(f"generate returned {len(responses)} responses, not {settings.n_samples}")
+def _sample_split(
+    bench,
+    items,
+    texts,
+    keys,
+    records,
+    todo,
+    model,
+    tokenizer,
+    settings: Settings,
+    code_scorer,
+    cache,
+    bar,
+    label: str,
+) -> None:
+    """A benchmark's uncached problems sampled by every process at once (a collective).
+
+    Problems go to processes in calls of P (the process count) by position: call c
+    holds problems c·P … c·P + P − 1, process j samples problem c·P + j with the key
+    fold_in(fold_in(PRNGKey(seed), hash(benchmark)), c) and scores it; the records
+    are gathered into `records` on every process and process 0 appends them to the
+    cache. One static-sampler program runs over every process's rows, so a
+    problem's samples depend on the process count (part of the cache key) but not
+    on what was cached: a resumed run samples as an uninterrupted one. A call's
+    positions past the benchmark's end repeat its first problem (dropped).
+    """
+    procs, me, n = jax.process_count(), jax.process_index(), settings.n_samples
+    uncached = {t[0] for t in todo}
+    generate = None
+    for c in range(-(-len(items) // procs)):
+        call = [p for p in range(c * procs, (c + 1) * procs) if p < len(items)]
+        if not uncached.intersection(call):
+            continue
+        generate = generate or sampler_generate(model, tokenizer, settings)
+        mine = c * procs + me if c * procs + me < len(items) else call[0]
+        ids = _encode(tokenizer, texts[mine], settings)
+        responses = generate(ids, jax.random.fold_in(_benchmark_rng(settings.seed, bench.name), c))
+        own = {}
+        if mine == c * procs + me and mine in uncached:
+            own[mine] = _record(items[mine], responses, tokenizer, settings, code_scorer)
+        for part in distributed.allgather_objects(own):
+            for pos, rec in part.items():
+                records[pos] = rec
+                if cache is not None and me == 0:
+                    cache.put(keys[pos], rec)
+        bar.advance(n * len(uncached.intersection(call)), label)
+
+
+def _encode(tokenizer, text: str, settings: Settings) -> list[int]:
+    return encode_prompt(tokenizer, text) if settings.chat_template else tokenizer.encode(text)
+
+
+def _record(item: Item, responses, tokenizer, settings: Settings, code_scorer) -> dict[str, Any]:
+    """One problem's record: its n responses, their lengths and verdicts."""
+    responses = list(responses)
     scores = _score(item, responses, settings, code_scorer)
     return {
         "id": item.id,
@@ -216,6 +325,54 @@ def _sample_and_score(
         "lengths": [len(tokenizer.encode(r)) for r in responses],  # re-encoded response tokens
         "scores": [s.to_json() for s in scores],
     }
+
+
+def _per_problem(generate, settings: Settings):
+    """A per-prompt `generate(ids, key)` as the batched call: one call per problem, keyed
+    fold_in(PRNGKey(seed), hash(benchmark/id))."""
+
+    def sample(bench: str, items, prompts) -> list[list[str]]:
+        return [list(generate(ids, _problem_rng(settings.seed, bench, item.id)))
+                for (_, item), ids in zip(items, prompts, strict=True)]  # fmt: skip
+
+    return sample
+
+
+def _benchmark_rng(seed: int, benchmark: str) -> jax.Array:
+    digest = hashlib.sha256(benchmark.encode()).digest()
+    return jax.random.fold_in(jax.random.PRNGKey(seed), int.from_bytes(digest[:4], "big") >> 1)
+
+
+def engine_generate(model, tokenizer: Tokenizer, settings: Settings, max_length: int):
+    """(benchmark, [(index, item)], prompt ids) -> n decoded responses per problem, sampled
+    together on the paged engine; problem i's rows have ids i·n … i·n + n − 1.
+
+    Args:
+      max_length: the engine's longest row (prompt + `settings.max_new_tokens`).
+    """
+    n = settings.n_samples
+    params = SamplingParams(
+        temperature=settings.temperature, top_p=settings.top_p,
+        max_new_tokens=settings.max_new_tokens, stop_token_ids=tokenizer.stop_ids, n=n,
+    )  # fmt: skip
+    cache = None if settings.cache_gib is None else settings.cache_gib * 2**30
+    sampler = Sampler(
+        model, pad_id=tokenizer.pad_id if tokenizer.pad_id is not None else 0,
+        max_length=max_length, engine="paged", cache_bytes=cache,
+        decode_slots=min(64, settings.prompts_per_batch * n),
+    )  # fmt: skip
+
+    def sample(bench: str, items, prompts) -> list[list[str]]:
+        row_ids = [i * n + s for i, _ in items for s in range(n)]
+        if max(row_ids) >= 2**31:
+            raise ValueError(f"{bench}: problem {max(i for i, _ in items)} x {n} samples: "
+                             "row ids past int32")  # fmt: skip
+        ro = sampler.sample(prompts, params, _benchmark_rng(settings.seed, bench), row_ids=row_ids)
+        texts = [tokenizer.decode(cut_at_stop(ro.sampled_tokens(b), tokenizer.stop_ids))
+                 for b in range(len(row_ids))]  # fmt: skip
+        return [texts[g * n : (g + 1) * n] for g in range(len(items))]
+
+    return sample
 
 
 def sampler_generate(model, tokenizer: Tokenizer, settings: Settings):
@@ -240,16 +397,23 @@ def sampler_generate(model, tokenizer: Tokenizer, settings: Settings):
     return generate
 
 
-def _lazy_sampler(model, tokenizer: Tokenizer, settings: Settings):
-    """`sampler_generate`, built on the first uncached problem (a resumed run builds none)."""
+def _lazy_sampler(model, tokenizer: Tokenizer, settings: Settings, longest_prompt: int):
+    """The batched sampling call of `settings.engine`, built on the first uncached problems
+    (a resumed run builds none)."""
     built = []
 
-    def generate(ids: list[int], key: jax.Array) -> list[str]:
+    def sample(bench: str, items, prompts) -> list[list[str]]:
         if not built:
-            built.append(sampler_generate(model, tokenizer, settings))
-        return built[0](ids, key)
+            if settings.engine == "paged":
+                limit = model.config.max_position_embeddings
+                length = min(limit, longest_prompt + settings.max_new_tokens)
+                built.append(engine_generate(model, tokenizer, settings, length))
+            else:
+                gen = sampler_generate(model, tokenizer, settings)
+                built.append(_per_problem(gen, settings))
+        return built[0](bench, items, prompts)
 
-    return generate
+    return sample
 
 
 class _Null:

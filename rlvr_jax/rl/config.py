@@ -249,6 +249,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.eval.suite_ks = "1"  # comma-separated k
     c.eval.suite_num_problems = 0  # the first this many problems per benchmark (0 = all)
     c.eval.suite_max_new_tokens = 0  # 0: rollout.max_new_tokens
+    # Steps between suite evaluations (a multiple of eval.every; 0 = at every evaluation);
+    # the initial and the final evaluation always include the suite.
+    c.eval.suite_every = 0
 
     c.checkpoint = ml_collections.ConfigDict()
     c.checkpoint.every = 10  # RL steps between checkpoints (also saved at the end)

@@ -24,6 +24,12 @@ The shared block (`apply`):
             decay 0.01, gradient clip 1 (DAPO's verl recipe).
   loop      500 steps, eval every 20 on 500 test problems x 16 samples, checkpoint
             every 20 (ours).
+  suite     with the math_file task, each evaluation also runs the paper benchmarks
+            (`eval.suite = "math"`: AIME24/25, AMC23, MATH-500, Minerva, OlympiadBench;
+            rlvr_jax.eval) from a user-given data directory (placeholder path), 16
+            samples per problem (avg@16, pass@1, pass@16, maj@16) at the rollout's
+            temperature and token budget, every 100 steps, at the start and at the end
+            (ours; `suite=` picks another suite).
   mesh      (1, chips, 1) on fsdp, one micro-batch row per chip; chips by model size
             (`chips_for`, ours).
 """
@@ -38,6 +44,7 @@ from rlvr_jax.models import presets
 
 PROMPT_LEN = 1024  # P the memory plans assume (scripts/plan.py --prompt-len); ours
 DATA_PATH = "/path/to/math_train.jsonl"  # placeholder: override via --config.task.options
+EVAL_DATA_PATH = "/path/to/eval_data"  # placeholder: override via --config.eval.suite_data
 
 # preset -> the Hugging Face checkpoint directory name the placeholder path ends in
 # (plan.policy_config maps it back to the preset when the directory is absent).
@@ -83,6 +90,7 @@ def apply(
     num_minibatches: int = 16,
     lr: float = 1e-6,
     teacher: str = "",
+    suite: str | None = None,
 ) -> ml_collections.ConfigDict:
     """Sets the shared paper-scale block (module docstring) in place.
 
@@ -96,6 +104,9 @@ def apply(
       teacher: a checkpoint directory name ("Qwen3-32B"): every teacher signal still
         on a warm start (score.teacher / teacher_hidden / teacher_topk) reads it from
         "/path/to/<teacher>" instead; "" leaves them (self-teachers use "hint").
+      suite: the paper benchmark suite of every evaluation (`rlvr_jax.eval.SUITES`:
+        "math", "science", "code"); None: "math" with the math_file task, else none
+        ("" for none).
     Returns:
       `c`, for chaining.
     """
@@ -149,6 +160,14 @@ def apply(
     c.eval.num_problems = 500
     c.eval.n_samples = 16
     c.eval.temperature = 1.0
+    if suite is None:
+        suite = "math" if task == "math_file" else ""
+    c.eval.suite = suite
+    if suite:
+        c.eval.suite_data = EVAL_DATA_PATH
+        c.eval.suite_n_samples = 16
+        c.eval.suite_ks = "1,16"
+        c.eval.suite_every = 100  # the suite's ~1.5k problems x 16 are hours of decoding
     c.checkpoint.every = 20
     c.checkpoint.keep = 3
     if teacher:

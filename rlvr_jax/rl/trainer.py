@@ -199,8 +199,8 @@ class Trainer:
         out["mean_reward"] = res["mean_reward"]
         out["mean_response_tokens"] = res["mean_response_tokens"]
         out.update(res["task_metrics"])  # e.g. Countdown's coverage, entrance entropy
-        if c.eval.suite and split == c.eval.split:  # the paper's benchmarks (rlvr_jax.eval)
-            out.update(self.evaluate_suite())
+        if c.eval.suite and split == c.eval.split and self._suite_due():
+            out.update(self.evaluate_suite())  # the paper's benchmarks (rlvr_jax.eval)
         if c.task.name in EVALUATORS:  # e.g. "who is the spy" games vs the initial policy
             problems = p.task.problems(num_problems, split)
             params = SamplingParams(
@@ -222,11 +222,14 @@ class Trainer:
             )
         return out
 
+    def _suite_due(self) -> bool:
+        """Whether this step's evaluation includes eval.suite (`eval.suite_every`)."""
+        every, step = self.c.eval.suite_every, int(self.state.step)
+        return not every or step % every == 0 or step >= self.c.train.steps
+
     def evaluate_suite(self) -> dict[str, float]:
         """The current policy on `eval.suite`'s benchmarks: {suite/<bench>/<metric>: value}."""
         c, p = self.c, self.parts
-        if p.processes > 1:
-            raise NotImplementedError("config.eval.suite runs in one process only")
         settings = suite_eval.Settings(
             n_samples=c.eval.suite_n_samples,
             ks=tuple(int(k) for k in c.eval.suite_ks.split(",")),
@@ -234,6 +237,9 @@ class Trainer:
             max_new_tokens=c.eval.suite_max_new_tokens or c.rollout.max_new_tokens,
             seed=c.seed + 3,
             num_problems=c.eval.suite_num_problems or None,
+            # The paged engine samples on one device; a policy on a larger mesh uses the
+            # static sampler (one call per problem).
+            engine="paged" if p.mesh is None or p.mesh.size == 1 else "static",
         )
         step = int(self.state.step)
         res = suite_eval.run_suite(
@@ -245,6 +251,7 @@ class Trainer:
             model_id=f"{self.io.workdir}@{step}",
             cache_dir=str(self.io.workdir / "eval_suite" / c.eval.suite),
             show_progress=False,
+            split_processes=True,  # each process samples its share (`run_suite`)
         )
         out = {}
         for bench, r in res["benchmarks"].items():

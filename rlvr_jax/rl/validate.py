@@ -190,6 +190,12 @@ def _check_suite(c: ml_collections.ConfigDict) -> None:
             f"config.eval.suite_ks = {c.eval.suite_ks!r}; must be comma-separated integers "
             f"in [1, config.eval.suite_n_samples = {c.eval.suite_n_samples}]"
         )
+    every = c.eval.suite_every
+    if every < 0 or (every and (not c.eval.every or every % c.eval.every)):
+        raise ValueError(
+            f"config.eval.suite_every = {every} must be 0 or a multiple of "
+            f"config.eval.every = {c.eval.every} (the suite runs inside an evaluation)"
+        )
 
 
 def _check_model(c: ml_collections.ConfigDict) -> None:

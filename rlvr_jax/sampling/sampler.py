@@ -224,6 +224,7 @@ class Sampler:
         prefixes: Sequence[Sequence[int]] | None = None,
         noise_rows: Sequence[bool] | None = None,
         state=None,
+        row_ids: Sequence[int] | None = None,
     ) -> Rollout:
         """Samples `params.n` continuations of every prompt.
 
@@ -236,10 +237,21 @@ class Sampler:
             response.
           noise_rows: per-row flags for NC-GRPO prompt noise (len = rows).
           state: model state to sample with (default: the model's current state).
+          row_ids: the paged engine only: per row (len = rows), a distinct id in
+            [0, 2**31) that keys the row's draws, which then depend on neither the
+            other rows nor the row's position (the engine's keying); None: row b
+            has id b.
         Returns:
           Rollout with B = len(prompts) * n rows.
         """
         rows = [list(p) for p in prompts for _ in range(params.n)]
+        if row_ids is not None:
+            if self.engine != "paged":
+                raise ValueError("row_ids key the paged engine's draws; this sampler is "
+                                 f"engine={self.engine!r}")  # fmt: skip
+            if len(row_ids) != len(rows) or len(set(row_ids)) != len(rows):
+                raise ValueError(f"row_ids: {len(rows)} distinct ids needed (prompts x n), "
+                                 f"got {len(row_ids)} ({len(set(row_ids))} distinct)")  # fmt: skip
         group = np.repeat(np.arange(len(prompts), dtype=np.int32), params.n)
         if prefixes is not None and len(prefixes) != len(rows):
             raise ValueError(f"got {len(prefixes)} prefixes for {len(rows)} rows (prompts x n)")
@@ -260,6 +272,7 @@ class Sampler:
             state,
             None,
             shared_prompt=[len(r) for r in rows],
+            row_ids=row_ids,
         )
 
     def continue_rollout(
@@ -369,6 +382,7 @@ class Sampler:
         active,
         prev_stopped=None,
         shared_prompt=None,
+        row_ids=None,
     ):
         """Checks the rows, generates them on the static or paged path, assembles the Rollout.
 
@@ -397,8 +411,12 @@ class Sampler:
         use_noise = params.prompt_noise_sigma > 0 and noise_rows is not None and any(noise_rows)
         use_noise = bool(distributed.max_over_processes(np.array([use_noise]))[0])
         done_all = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
+        if row_ids is not None and use_noise:
+            raise ValueError("row_ids key the paged engine, which samples no noise rows")
         if self.engine == "paged" and not use_noise:
-            gen = self._paged_generate(contexts, group, shared_prompt, params, key, done_all, state)
+            gen = self._paged_generate(
+                contexts, group, shared_prompt, params, key, done_all, state, row_ids
+            )
         else:
             gen, p = self._static_generate(
                 contexts, p, params, key, noise_rows, use_noise, done_all, state
@@ -415,8 +433,13 @@ class Sampler:
             done_all if prev_stopped is not None else None,
         )
 
-    def _paged_generate(self, contexts, group, shared_prompt, params, key, done_all, state):
-        """The rows' generated regions from the paged engine (carried rows generate nothing)."""
+    def _paged_generate(
+        self, contexts, group, shared_prompt, params, key, done_all, state, row_ids=None
+    ):
+        """The rows' generated regions from the paged engine (carried rows generate nothing).
+
+        Row b is the engine's row `row_ids[b]` (default b), which keys its draws."""
+        ids = list(range(len(contexts))) if row_ids is None else [int(r) for r in row_ids]
         requests = []
         for b, c in enumerate(contexts):
             if done_all[b]:
@@ -424,9 +447,10 @@ class Sampler:
             cut = len(c) if shared_prompt is None else shared_prompt[b]
             # A continuation's rows share nothing: each is its own group.
             row_group = int(group[b]) if shared_prompt is not None else b
-            requests.append(Request.of(b, c[:cut], row_group, c[cut:], params))
+            requests.append(Request.of(ids[b], c[:cut], row_group, c[cut:], params))
         results = self.paged_engine().generate(requests, key, state=state) if requests else {}
-        return generated_arrays(len(contexts), results, params.max_new_tokens, self.pad_id)
+        by_row = {b: results[r] for b, r in enumerate(ids) if r in results}
+        return generated_arrays(len(contexts), by_row, params.max_new_tokens, self.pad_id)
 
     def _static_generate(self, contexts, p, params, key, noise_rows, use_noise, done_all, state):
         """The rows' generated regions from the dense-cache program, in calls of equal rows."""

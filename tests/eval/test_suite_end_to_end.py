@@ -84,6 +84,7 @@ def test_script_prints_one_table_for_two_models_and_resumes_from_its_cache(
         raise AssertionError("sampled although every problem is cached")
 
     monkeypatch.setattr(runner_module, "sampler_generate", no_sampling)
+    monkeypatch.setattr(runner_module, "engine_generate", no_sampling)
     monkeypatch.setattr(sys, "argv", [*argv, "--out", str(out)])
     runpy.run_path(str(SCRIPT), run_name="__main__")
     again = json.loads((out / "results.json").read_text())
@@ -105,6 +106,30 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_samples(models, tmp_path):
     assert get(two) == get(fresh)
     lines = (tmp_path / "r" / "cache").glob("*/math500.jsonl")
     assert sum(len(p.read_text().splitlines()) for p in lines) == 2  # no problem sampled twice
+
+
+def test_batching_changes_no_sample_and_the_engine_is_part_of_the_cache_key(models, tmp_path):
+    """The paged engine keys rows by problem: 1 or 3 problems per call give the same samples.
+    The static sampler (one call per problem) gives its own, cached under other keys."""
+    settings = dict(n_samples=2, ks=(1,), max_new_tokens=12, seed=5, benchmarks=("math500",),
+                    num_problems=3, temperature=1.0)  # fmt: skip
+    get = lambda r: r["models"][0]["result"]["benchmarks"]["math500"]["problems"]  # noqa: E731
+    runs = {}
+    for name, extra in (("one", dict(prompts_per_batch=1)), ("three", dict(prompts_per_batch=3)),
+                        ("static", dict(engine="static"))):  # fmt: skip
+        runs[name] = get(evaluate_models(models[:1], "math", DATA, Settings(**settings, **extra),
+                                         tmp_path / name, show_progress=False))  # fmt: skip
+    assert runs["one"] == runs["three"] and len(runs["one"]) == 3
+    assert [p["example"] for p in runs["static"]] != [p["example"] for p in runs["one"]]
+    # One output directory for both engines: the static run samples again, nothing is mixed.
+    shared = tmp_path / "shared"
+    for extra in (dict(), dict(engine="static")):
+        evaluate_models(models[:1], "math", DATA, Settings(**settings, **extra), shared,
+                        show_progress=False)  # fmt: skip
+    lines = (shared / "cache").glob("*/math500.jsonl")
+    assert sum(len(p.read_text().splitlines()) for p in lines) == 6
+    with pytest.raises(ValueError, match="engine must be"):
+        Settings(engine="vllm")
 
 
 def _scripted(tokenizer, suite, data, answer_of, wrong):

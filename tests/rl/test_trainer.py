@@ -219,10 +219,12 @@ def test_validation_problems_are_evaluated_once_after_the_last_step(tmp_path, mo
 
 @pytest.mark.slow
 def test_a_paper_suite_is_evaluated_with_the_test_split(tmp_path):
-    """eval.suite: the math suite's fixture benchmarks are evaluated before and after RL,
-    logged per benchmark; the final evaluation reads the per-problem cache on a rerun."""
+    """eval.suite: the math suite's fixture benchmarks are evaluated before and after RL and
+    every eval.suite_every steps, logged per benchmark, cached per problem."""
     c = _pulse()
-    c.train.steps = 1
+    c.train.steps = 3
+    c.eval.every = 1
+    c.eval.suite_every = 2  # steps 0, 2 and the last (3), not 1
     c.eval.at_start = True
     c.eval.suite = "math"
     c.eval.suite_data = str(ROOT / "tests" / "eval" / "fixtures" / "data")
@@ -232,8 +234,9 @@ def test_a_paper_suite_is_evaluated_with_the_test_split(tmp_path):
     c.eval.suite_max_new_tokens = 8
     trainer_lib.train(c, tmp_path)
     _, evals = _train_lines(tmp_path)
-    assert [x["step"] for x in evals] == [0, 1]
-    for x in evals:
+    assert [x["step"] for x in evals] == [0, 1, 2, 3]
+    assert "suite/average/pass@1" not in evals[1]
+    for x in evals[:1] + evals[2:]:
         for bench in ("aime24", "math500"):
             assert 0 <= x[f"suite/{bench}/pass@1"] <= x[f"suite/{bench}/pass@2"] <= 1
         assert "suite/average/pass@1" in x
@@ -248,4 +251,8 @@ def test_a_suite_without_its_data_directory_is_refused():
         trainer_lib.build_parts(c, "/nonexistent/never")
     c.eval.suite = "maths"
     with pytest.raises(ValueError, match="config.eval.suite"):
+        trainer_lib.build_parts(c, "/nonexistent/never")
+    c.eval.suite, c.eval.suite_data, c.eval.every = "math", "/data", 5
+    c.eval.suite_every = 7
+    with pytest.raises(ValueError, match="eval.suite_every = 7 must be 0 or a multiple"):
         trainer_lib.build_parts(c, "/nonexistent/never")

@@ -156,3 +156,28 @@ def test_with_model_keeps_the_engine_settings(paged, model):
     kept = (other.engine, other.page_size, other.decode_slots, other.prefill_chunk)
     assert kept + (other.paged_kernel, other.paged_block_pages) == ("paged", 4, 4, 8, "jax", 2)
     assert other.paged_engine() is not paged.paged_engine()
+
+
+def test_row_ids_key_each_row_whatever_else_is_in_the_call(paged, static):
+    """With row_ids a row's samples depend on its id and prompt only: a prompt sampled alone
+    under ids (10, 11) equals the same prompt at another position, next to other prompts,
+    under the same ids; the default ids (positions) give other draws."""
+    params = SamplingParams(temperature=1.0, max_new_tokens=N_NEW, n=2)
+    key = jax.random.key(3)
+    alone = paged.sample([PROMPTS4[1]], params, key, row_ids=[10, 11])
+    mixed = paged.sample([PROMPTS4[0], PROMPTS4[1]], params, key, row_ids=[4, 5, 10, 11])
+    for a, m in ((0, 2), (1, 3)):
+        assert alone.sampled_tokens(a) == mixed.sampled_tokens(m)
+        assert alone.stopped[a] == mixed.stopped[m]
+        np.testing.assert_allclose(
+            alone.logps[a][alone.response_mask[a]], mixed.logps[m][mixed.response_mask[m]],
+            atol=1e-5,
+        )  # fmt: skip
+    by_position = paged.sample([PROMPTS4[1]], params, key)  # ids 0, 1
+    assert [by_position.sampled_tokens(b) for b in (0, 1)] != [
+        alone.sampled_tokens(b) for b in (0, 1)
+    ]
+    with pytest.raises(ValueError, match="2 distinct ids"):
+        paged.sample([PROMPTS4[1]], params, key, row_ids=[3, 3])
+    with pytest.raises(ValueError, match="engine='static'"):
+        static.sample([PROMPTS4[1]], params, key, row_ids=[0, 1])
