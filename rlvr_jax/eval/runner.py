@@ -109,8 +109,8 @@ class Settings:
         keep = ("n_samples", "temperature", "top_p", "max_new_tokens", "seed", "chat_template",
                 "math_timeout_s", "code_limits")  # fmt: skip
         out = {k: getattr(self, k) for k in keep}
-        if self.engine != "static":  # the static sampler's keys predate the field
-            out["engine"] = self.engine
+        out["engine"] = self.engine
+        out["votes"] = "equivalence"  # math votes group equivalent answers (scoring.math_votes)
         return out
 
 

@@ -2,8 +2,8 @@
 
 Every scorer returns one `SampleScore` per response. `correct` feeds pass@k and
 avg@k; `score` is 1/0 for math and choice and the fraction of tests passed for
-code (the "average test pass rate"); `vote` is what maj@k counts (a normalised
-final answer or a letter; None abstains).
+code (the "average test pass rate"); `vote` is what maj@k counts (a final answer,
+equivalent answers sharing one key, or a letter; None abstains).
 
 Math answers go through the `math_file` task's verifier (the repo's math-verify
 checker processes with their per-check time limit, `timeout_s`), so a suite and
@@ -22,7 +22,7 @@ from rlvr_jax.eval.items import Item
 from rlvr_jax.eval.prompts import extract_letter, extract_program
 from rlvr_jax.tasks.base import CORRECT, Problem, extract_answer
 from rlvr_jax.tasks.math_answers import normalise, strip_wrappers
-from rlvr_jax.tasks.math_data import MathFileTask
+from rlvr_jax.tasks.math_data import MathFileTask, answers_equivalent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,18 +46,53 @@ class SampleScore:
         return dataclasses.asdict(self)
 
 
+# At most this many checker comparisons per problem group its wrong answers into votes;
+# past it, the remaining answers vote by their normalised string.
+MAX_VOTE_CHECKS = 256
+
+
 def score_math(item: Item, texts: Sequence[str], *, timeout_s: float = 1.0) -> list[SampleScore]:
-    """Checks each response's final answer (last \\boxed{}, else "Answer:") with `item.answer`."""
+    """Checks each response's final answer (last \\boxed{}, else "Answer:") with `item.answer`;
+    votes group equivalent answers (`math_votes`)."""
     task = MathFileTask(timeout_s=timeout_s)
     problem = Problem(id=item.id, prompt=item.body, answer=item.answer, solution="")
-    out = []
-    for text in texts:
-        verdict = task.verify(problem, text)
-        pred = extract_answer(text)
-        vote = normalise(strip_wrappers(pred)) if pred else None
-        ok = verdict.reason == CORRECT
-        out.append(SampleScore(ok, float(ok), vote or None, verdict.reason))
-    return out
+    verdicts = [task.verify(problem, text) for text in texts]
+    correct = [v.reason == CORRECT for v in verdicts]
+    votes = math_votes(task, [extract_answer(t) for t in texts], correct)
+    return [SampleScore(ok, float(ok), vote, v.reason)
+            for ok, vote, v in zip(correct, votes, verdicts, strict=True)]  # fmt: skip
+
+
+def math_votes(task: MathFileTask, answers: Sequence[str | None], correct: Sequence[bool]):
+    """maj@k's vote key of each final answer: equivalent answers share one key.
+
+    Every correct answer takes the first correct answer's key (each is equivalent to
+    the gold answer); a wrong answer takes the key of the first earlier wrong answer
+    the checker finds it equivalent to (`answers_equivalent`: so `0.5` and
+    `\\frac{1}{2}` are one vote), else its own normalised string. No answer: None.
+    """
+    keys, reps, checks, right = [], [], 0, None
+    for ans, ok in zip(answers, correct, strict=True):
+        key = normalise(strip_wrappers(ans)) if ans else ""
+        if not key:
+            keys.append(None)
+            continue
+        if ok:
+            right = right or key
+            keys.append(right)
+            continue
+        match = next((k for k, _ in reps if k == key), None)
+        for k, raw in reps if match is None else ():
+            if checks >= MAX_VOTE_CHECKS:
+                break
+            checks += 1
+            if answers_equivalent(task, raw, ans):
+                match = k
+                break
+        if match is None:
+            reps.append((key, ans))
+        keys.append(match or key)
+    return keys
 
 
 def score_choice(item: Item, texts: Sequence[str]) -> list[SampleScore]:

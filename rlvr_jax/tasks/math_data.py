@@ -200,6 +200,22 @@ class MathFileTask(Task):
         return Verdict(float(ok), CORRECT if ok else WRONG_ANSWER, pred, "exact match")
 
 
+def answers_equivalent(task: MathFileTask, a: str, b: str) -> bool:
+    """Whether two final answers (already extracted) are the same answer under `task`'s
+    checker: identical after normalisation, else math-verify (or the exact fallback).
+    A refused or timed-out comparison counts as different."""
+    a, b = strip_wrappers(a), strip_wrappers(b)
+    if not a or not b or screen(a) is not None or screen(b) is not None:
+        return False
+    if normalise(a) == normalise(b):
+        return True
+    if task.checker == "math_verify" and _math_verify_available():
+        status, _ = _get_pool().check(a, b, task.timeout_s)
+        if status != "unavailable":
+            return status == "correct"
+    return exact_equal(a, b)
+
+
 def start_checker() -> None:
     """Starts the math-verify checker processes now and waits until they are ready."""
     if _math_verify_available():

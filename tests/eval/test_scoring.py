@@ -33,6 +33,26 @@ def test_math_scoring_uses_equivalence_and_votes_on_normalised_answers():
     assert [s.correct for s in out] == [True, True, False, False]
     assert out[0].vote == "5\\sqrt{2}" and out[3].vote is None
     assert out[3].status == MALFORMED
+    assert out[1].vote == out[0].vote  # both right: one vote, whatever the strings
+    assert out[2].vote == "7"
+
+
+def test_equivalent_wrong_answers_are_one_vote_and_win_the_majority():
+    """Three wrong answers written three ways outvote two right ones written alike: maj@5
+    is 0 (string votes would give the right answer the majority, 2 against 1 + 1 + 1)."""
+    from rlvr_jax.eval.metrics import maj_at_k
+
+    item = Item("p", "math", "What is 1/4 + 1/4?", answer="\\frac{1}{2}")
+    texts = ["\\boxed{0.75}", "\\boxed{\\frac{3}{4}}", "\\boxed{1/2}", "\\boxed{3/4}",
+             "\\boxed{1/2}", "\\boxed{2}"]  # fmt: skip
+    out = score_math(item, texts, timeout_s=5.0)
+    assert [s.correct for s in out] == [False, False, True, False, True, False]
+    votes = [s.vote for s in out]
+    assert votes[0] == votes[1] == votes[3] == "0.75"  # the first wrong answer's key
+    assert votes[2] == votes[4] != votes[0] and votes[5] == "2"
+    correct = [s.correct for s in out]
+    assert maj_at_k(votes[:5], correct[:5], 5) == 0.0
+    assert maj_at_k([t[7:-1] for t in texts[:5]], correct[:5], 5) == 1.0  # by string
 
 
 def test_choice_scoring():
