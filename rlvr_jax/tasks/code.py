@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import re
@@ -44,7 +43,8 @@ from rlvr_jax.tasks import (
     Verdict,
     register,
 )
-from rlvr_jax.tasks.base import MAX_RESPONSE_CHARS, SPLITS
+from rlvr_jax.tasks.base import MAX_RESPONSE_CHARS
+from rlvr_jax.tasks.file_splits import FileSplits, check_fractions, hashed_splits
 from rlvr_jax.tasks.jsonl import BadLine, parse_line
 
 FORMATS = ("auto", "livecodebench", "mbpp")
@@ -58,7 +58,7 @@ MAX_PROGRAM_CHARS = 1 << 16
 
 @register
 @dataclasses.dataclass(frozen=True)
-class CodeTask(Task):
+class CodeTask(FileSplits, Task):
     """Programming problems with tests, read from a jsonl file.
 
     Attributes:
@@ -91,12 +91,7 @@ class CodeTask(Task):
                                     ("on_error", self.on_error, ("raise", "skip"))):  # fmt: skip
             if value not in valid:
                 raise ValueError(f"task 'code': {field} {value!r} unknown; valid: {valid}")
-        fractions = tuple(float(f) for f in self.split_fractions)
-        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
-            raise ValueError(
-                f"split_fractions must be 3 numbers >= 0 summing to 1, got {fractions}"
-            )
-        object.__setattr__(self, "split_fractions", fractions)
+        object.__setattr__(self, "split_fractions", check_fractions(self.split_fractions))
         self.pool()  # refuses to start (SandboxUnavailable) when programs cannot be isolated
 
     def limits(self) -> Limits:
@@ -110,26 +105,15 @@ class CodeTask(Task):
     def _data(self) -> tuple[tuple[dict, ...], dict[str, tuple[int, ...]], int]:
         path = os.path.expanduser(self.path)
         stat = os.stat(path)
-        records, skipped = _load(path, stat.st_mtime_ns, stat.st_size, self.format, self.on_error)
-        return records, _splits(records, self.seed, self.split_fractions), skipped
-
-    def num_problems(self, split: str = "train") -> int:
-        _check_split(split)
-        return len(self._data()[1][split])
-
-    def num_skipped(self) -> int:
-        return self._data()[2]
+        key = (path, stat.st_mtime_ns, stat.st_size, self.format, self.on_error)
+        records, skipped = _load(*key)
+        return records, _splits(key, self.seed, self.split_fractions), skipped
 
     def problem(self, index: int, split: str = "train") -> Problem:
         """The `index`-th record of `split` in file order; metadata["tests"] holds its
         tests as JSON objects (TestCase fields, so the metadata survives the data
         pipeline's JSON), metadata["record"] the 1-based jsonl line."""
-        _check_split(split)
-        records, splits, _ = self._data()
-        if not 0 <= index < len(splits[split]):
-            raise IndexError(f"problem index {index} out of range: split {split!r} has "
-                             f"{len(splits[split])} problems")  # fmt: skip
-        rec = records[splits[split][index]]
+        rec = self._record_at(index, split)
         solution = f"```python\n{rec['solution']}\n```" if rec["solution"] else ""
         return Problem(
             id=self.problem_id(index, split),
@@ -216,19 +200,10 @@ def _pool(workers: int, limits: Limits) -> SandboxPool:
     return SandboxPool(workers=workers, limits=limits)
 
 
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid: {SPLITS}")
-
-
-def _splits(records, seed: int, fractions) -> dict[str, tuple[int, ...]]:
-    """Record indices per split: sha256(seed|record key) as a uniform number in [0, 1)."""
-    out: dict[str, list[int]] = {s: [] for s in SPLITS}
-    for i, rec in enumerate(records):
-        u = int.from_bytes(hashlib.sha256(f"{seed}|{rec['key']}".encode()).digest()[:8]) / 2.0**64
-        split = 0 if u < fractions[0] else 1 if u < fractions[0] + fractions[1] else 2
-        out[SPLITS[split]].append(i)
-    return {s: tuple(v) for s, v in out.items()}
+@functools.lru_cache(maxsize=32)
+def _splits(load_key: tuple, seed: int, fractions) -> dict[str, tuple[int, ...]]:
+    """`hashed_splits` of the records `_load(*load_key)` reads, once per file version."""
+    return hashed_splits([rec["key"] for rec in _load(*load_key)[0]], seed, fractions)
 
 
 @functools.lru_cache(maxsize=8)

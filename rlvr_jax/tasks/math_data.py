@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import importlib.util
 import logging
 import os
@@ -50,7 +49,7 @@ from rlvr_jax.tasks import (
     extract_answer,
     register,
 )
-from rlvr_jax.tasks.base import SPLITS
+from rlvr_jax.tasks.file_splits import FileSplits, check_fractions, hashed_splits
 from rlvr_jax.tasks.jsonl import BadLine, number_text, parse_line
 
 # Re-exported: the answer screen and the checker processes live in their own modules.
@@ -78,7 +77,7 @@ PROMPT_SUFFIX = "\nPut your final answer in \\boxed{}."
 
 @register
 @dataclasses.dataclass(frozen=True)
-class MathFileTask(Task):
+class MathFileTask(FileSplits, Task):
     """Problems read from a jsonl or parquet file of math questions with final answers.
 
     Attributes:
@@ -114,12 +113,7 @@ class MathFileTask(Task):
             raise ValueError(f"checker must be 'math_verify' or 'exact', got {self.checker!r}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
-        fractions = tuple(float(f) for f in self.split_fractions)
-        if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-9:
-            raise ValueError(
-                "split_fractions must be 3 numbers >= 0 summing to 1 (train, validation, "
-                f"test), got {self.split_fractions}"
-            )
+        fractions = check_fractions(self.split_fractions)
         object.__setattr__(self, "split_fractions", fractions)  # a list from a config is fine
         if self.checker == "math_verify" and _math_verify_available():
             # Start the checker processes now (in the background, ~2-3 s), so the first
@@ -135,15 +129,6 @@ class MathFileTask(Task):
         records, skipped = _load(*key)
         return records, _splits(key, self.seed, self.split_fractions), skipped
 
-    def num_problems(self, split: str = "train") -> int:
-        """Number of records in `split`."""
-        _check_split(split)
-        return len(self._data()[1][split])
-
-    def num_skipped(self) -> int:
-        """Malformed records skipped while loading (0 with on_error="raise")."""
-        return self._data()[2]
-
     def problem(self, index: int, split: str = "train") -> Problem:
         """The `index`-th record of `split` in file order.
 
@@ -155,14 +140,7 @@ class MathFileTask(Task):
         Raises:
           IndexError: `index` is outside [0, num_problems(split)).
         """
-        _check_split(split)
-        records, splits, _ = self._data()
-        if not 0 <= index < len(splits[split]):
-            raise IndexError(
-                f"problem index {index} out of range: split {split!r} has "
-                f"{len(splits[split])} problems"
-            )
-        rec = records[splits[split][index]]
+        rec = self._record_at(index, split)
         meta = {k: rec[k] for k in ("source", "record", "key", "has_solution")}
         return Problem(
             id=self.problem_id(index, split),
@@ -223,11 +201,6 @@ def start_checker() -> None:
 
 
 # ---------------------------------------------------------------- loading
-
-
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; valid: {SPLITS}")
 
 
 @functools.lru_cache(maxsize=8)
@@ -319,14 +292,8 @@ def _record(raw, where: str, q_field, a_field, s_field, id_field) -> dict:
 
 @functools.lru_cache(maxsize=32)
 def _splits(load_key: tuple, seed: int, fractions) -> dict[str, tuple[int, ...]]:
-    """Record indices per split: sha256(seed|record key) as a uniform number in [0, 1)."""
-    bounds = (fractions[0], fractions[0] + fractions[1])
-    out: dict[str, list[int]] = {s: [] for s in SPLITS}
-    for i, rec in enumerate(_load(*load_key)[0]):
-        digest = hashlib.sha256(f"{seed}|{rec['key']}".encode()).digest()
-        u = int.from_bytes(digest[:8], "big") / 2.0**64
-        out[SPLITS[0] if u < bounds[0] else SPLITS[1] if u < bounds[1] else SPLITS[2]].append(i)
-    return {s: tuple(v) for s, v in out.items()}
+    """`hashed_splits` of the records `_load(*load_key)` reads, once per file version."""
+    return hashed_splits([rec["key"] for rec in _load(*load_key)[0]], seed, fractions)
 
 
 # ---------------------------------------------------------------- fallback
