@@ -49,12 +49,9 @@ from rlvr_jax.sampling.engine_rollout import (
     Request,
     RowResult,
     check_requests,
-    requests_for,
-    rollout_from_results,
 )
 from rlvr_jax.sampling.generate import MAX_STOP_IDS
 from rlvr_jax.sampling.pages import PagePool
-from rlvr_jax.sampling.rows import Rollout, SamplingParams
 
 __all__ = ["Engine", "EngineStats", "Request", "RowResult"]
 
@@ -112,9 +109,9 @@ def _pow2(n: int, minimum: int = 1) -> int:
 class Engine:
     """Samples rows through a paged KV cache with continuous batching.
 
-    Usage:
+    Usage (a Rollout of `Sampler.sample`'s layout: `Sampler(model, engine="paged")`):
       engine = Engine(model, num_pages=4096, page_size=16, slots=64)
-      rollout = engine.sample(prompts, SamplingParams(n=8, max_new_tokens=512), key)
+      results = engine.generate([Request.of(b, prompt, group, (), params), ...], key)
     """
 
     def __init__(
@@ -166,27 +163,6 @@ class Engine:
         self.stats = EngineStats()
 
     # ------------------------------------------------------------------ public
-    def sample(
-        self,
-        prompts: Sequence[Sequence[int]],
-        params: SamplingParams,
-        key: jax.Array,
-        *,
-        prefixes: Sequence[Sequence[int]] | None = None,
-        state=None,
-    ) -> Rollout:
-        """`Sampler.sample`'s rows and Rollout layout (no prompt noise), sampled by the engine.
-
-        Row b = prompt b // n, sample b % n; forced prefixes as in `Sampler.sample`.
-        """
-        if params.prompt_noise_sigma > 0:
-            raise NotImplementedError("the engine has no prompt noise (noise_rows) yet")
-        requests = requests_for(prompts, params, prefixes)
-        results = self.generate(requests, key, state=state)
-        return rollout_from_results(
-            requests, results, params.max_new_tokens, self.max_length, self.pad_id
-        )
-
     def generate(self, requests: Sequence[Request], key: jax.Array, *, state=None) -> dict:
         """Runs every request to its end.
 

@@ -1,4 +1,5 @@
-"""The rollout engine's requests (built, checked), per-row results, and their `Rollout`."""
+"""The rollout engine's requests (built, checked), per-row results, and their generated
+regions (`Sampler` assembles the Rollout around them)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,7 @@ from rlvr_jax.sampling.generate import MAX_STOP_IDS
 from rlvr_jax.sampling.pages import PagePool
 from rlvr_jax.sampling.rows import (
     Generated,
-    Rollout,
     SamplingParams,
-    assemble_rollout,
-    context_bucket,
 )
 
 
@@ -88,30 +86,6 @@ class RowResult:
         self.entropy.append(entropy)
 
 
-def requests_for(
-    prompts: Sequence[Sequence[int]],
-    params: SamplingParams,
-    prefixes: Sequence[Sequence[int]] | None = None,
-) -> list[Request]:
-    """`Sampler.sample`'s rows as requests: row b answers prompt b // n (its group).
-
-    Args:
-      prompts: token id lists, one per group.
-      params: SamplingParams (n rows per prompt; the knobs are copied into every row).
-      prefixes: optional forced tokens per row (len = len(prompts) * n).
-    Returns:
-      len(prompts) * n requests with row ids 0, 1, ...
-    """
-    rows = len(prompts) * params.n
-    if prefixes is not None and len(prefixes) != rows:
-        raise ValueError(f"got {len(prefixes)} prefixes for {rows} rows (prompts x n)")
-    return [
-        Request.of(b, prompts[b // params.n], b // params.n,
-                   () if prefixes is None else prefixes[b], params)
-        for b in range(rows)
-    ]  # fmt: skip
-
-
 def check_requests(
     requests: Sequence[Request], pool: PagePool, vocab_size: int, max_length: int
 ) -> None:
@@ -162,31 +136,3 @@ def generated_arrays(
         for j, vals in enumerate((out.logps, out.sampling_logps, out.entropy)):
             floats[j, b, :k] = vals
     return Generated(tokens, valid, floats[0], floats[1], floats[2], stopped)
-
-
-def rollout_from_results(
-    requests: Sequence[Request],
-    results: Mapping[int, RowResult],
-    max_new_tokens: int,
-    max_length: int,
-    pad_id: int,
-) -> Rollout:
-    """`Sampler.sample`'s layout: row b = [left-padded context (bucket P) | N generated].
-
-    Args:
-      requests: the rows, in output order.
-      results: {row_id: RowResult}.
-      max_new_tokens: N, the width of the generated region.
-      max_length: the context bucket is capped at max_length - N, as the Sampler does.
-      pad_id: token id at padding positions.
-    Returns:
-      Rollout with B = len(requests) rows of L = P + N.
-    """
-    contexts = [list(r.prompt) + list(r.prefix) for r in requests]
-    p = min(context_bucket(max(map(len, contexts))), max_length - max_new_tokens)
-    roles = [[0] * len(r.prompt) + [1] * len(r.prefix) for r in requests]
-    zeros = [np.zeros(len(c), np.float32) for c in contexts]
-    ordered = {i: results[r.row_id] for i, r in enumerate(requests)}
-    gen = generated_arrays(len(requests), ordered, max_new_tokens, pad_id)
-    group = [r.group for r in requests]
-    return assemble_rollout(contexts, roles, (zeros, zeros, zeros), group, p, pad_id, gen)

@@ -104,6 +104,7 @@ class Sampler:
         prefill_chunk: int = 64,
         paged_kernel: str = "jax",
         paged_block_pages: int = 2,
+        paged_prefill_rows: int | None = None,
     ):
         """Args:
         model: the policy; its current weights are used at every call.
@@ -131,6 +132,7 @@ class Sampler:
         prefill_chunk: C, context tokens per row per prefill call (paged).
         paged_kernel: the engine's attention over pages, "jax" or "pallas" (TPU).
         paged_block_pages: pages per softmax block of the "jax" kernel (`Engine`).
+        paged_prefill_rows: R, rows per prefill call (paged; None: the decode slots).
         """
         if engine not in ENGINES:
             raise ValueError(f"engine={engine!r} (rollout.engine); choose one of {ENGINES}")
@@ -143,6 +145,7 @@ class Sampler:
         self.engine, self.page_size = engine, page_size
         self.decode_slots, self.prefill_chunk = decode_slots, prefill_chunk
         self.paged_kernel, self.paged_block_pages = paged_kernel, paged_block_pages
+        self.paged_prefill_rows = paged_prefill_rows
         self._paged = None  # the Engine, built at the first paged call
         if cache_dtype not in (None, "float32", "bfloat16"):
             raise ValueError(f"cache_dtype={cache_dtype!r}; choose None, 'float32' or 'bfloat16'")
@@ -187,6 +190,7 @@ class Sampler:
             prefill_chunk=self.prefill_chunk,
             paged_kernel=self.paged_kernel,
             paged_block_pages=self.paged_block_pages,
+            paged_prefill_rows=self.paged_prefill_rows,
         )
 
     def paged_engine(self):
@@ -208,6 +212,7 @@ class Sampler:
                 slots=self.decode_slots,
                 max_length=self.max_length,
                 prefill_chunk=self.prefill_chunk,
+                prefill_rows=self.paged_prefill_rows,
                 pad_id=self.pad_id,
                 cache_dtype=self.cache_dtype,
                 kernel=self.paged_kernel,

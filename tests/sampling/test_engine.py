@@ -23,6 +23,7 @@ from rlvr_jax.models import init_model
 from rlvr_jax.models.paged_forward import PagedKVCache
 from rlvr_jax.sampling import Sampler, SamplingParams, engine_step
 from rlvr_jax.sampling.engine import Engine, Request
+from rlvr_jax.sampling.pages import page_bytes
 from rlvr_jax.testing import tiny_config
 
 CFG = tiny_config("qwen3")
@@ -52,6 +53,19 @@ def _engine(model, slots=4, num_pages=64):
     )
 
 
+def _paged(model, slots=4, num_pages=64):
+    """A `Sampler(engine="paged")` on the engine `_engine` builds (its Rollout layout)."""
+    per_page = page_bytes(Z, CFG.num_layers, CFG.num_kv_heads, CFG.head_dim, 4)
+    sampler = Sampler(
+        model, engine="paged", page_size=Z, decode_slots=slots, prefill_chunk=8,
+        paged_prefill_rows=4, max_length=MAX_LEN, cache_bytes=per_page * (num_pages + 1),
+        batch_multiple=1,
+    )  # fmt: skip
+    engine = sampler.paged_engine()
+    assert (engine.pool.num_pages, engine.slots, engine.prefill_rows) == (num_pages, slots, 4)
+    return sampler, engine
+
+
 @functools.partial(jax.jit, static_argnames="graphdef")
 def _full_pass(graphdef, state, tokens, mask):
     return nnx.merge(graphdef, state)(tokens, attention_mask=mask)
@@ -78,9 +92,9 @@ def test_greedy_equals_dense_sampler(model, greedy_dense):
     """Ragged prompts, greedy: the whole Rollout equals the dense Sampler's; the page store
     is donated to the device programs (the engine's first store is consumed)."""
     greedy = SamplingParams(temperature=0.0, max_new_tokens=N_NEW)
-    engine = _engine(model)
+    sampler, engine = _paged(model)
     store = engine.cache.k[0]
-    out = engine.sample(PROMPTS, greedy, jax.random.key(0))
+    out = sampler.sample(PROMPTS, greedy, jax.random.key(0))
     assert store.is_deleted()  # donated: the steps updated the store in place
     ref = greedy_dense
     for name in ("tokens", "attention_mask", "prompt_mask", "response_mask", "group", "stopped"):
@@ -147,9 +161,9 @@ def test_small_pool_preempts_and_matches_uninterrupted_run(model):
     prompts = [PROMPTS[0], PROMPTS[1], [7, 7, 8, 9, 10]]
     n_new = 12
     params = SamplingParams(temperature=1.0, max_new_tokens=n_new, n=2)
-    ample = _engine(model).sample(prompts, params, key)
-    tight = _engine(model, num_pages=10)
-    out = tight.sample(prompts, params, key)
+    ample = _paged(model)[0].sample(prompts, params, key)
+    sampler, tight = _paged(model, num_pages=10)
+    out = sampler.sample(prompts, params, key)
     assert tight.stats.preemptions > 0
     np.testing.assert_array_equal(out.tokens, ample.tokens)
     np.testing.assert_array_equal(out.response_mask, ample.response_mask)
@@ -193,8 +207,8 @@ def test_stop_tokens_end_rows_and_free_pages(model, greedy_dense):
     assert stop not in row0[:2]
     params = SamplingParams(temperature=0.0, max_new_tokens=N_NEW, stop_token_ids=(stop,))
     ref = Sampler(model, batch_multiple=1).sample(PROMPTS, params, jax.random.key(0))
-    engine = _engine(model, slots=2)
-    out = engine.sample(PROMPTS, params, jax.random.key(0))
+    sampler, engine = _paged(model, slots=2)
+    out = sampler.sample(PROMPTS, params, jax.random.key(0))
     assert out.stopped[0] and len(out.sampled_tokens(0)) == 3
     for name in ("tokens", "attention_mask", "response_mask", "stopped"):
         np.testing.assert_array_equal(getattr(out, name), getattr(ref, name), err_msg=name)
@@ -211,8 +225,8 @@ def test_forced_prefixes_equal_dense_sampler(model):
     ref = Sampler(model, batch_multiple=1).sample(
         prompts, greedy, jax.random.key(0), prefixes=prefixes
     )
-    engine = _engine(model)
-    out = engine.sample(prompts, greedy, jax.random.key(0), prefixes=prefixes)
+    sampler, engine = _paged(model)
+    out = sampler.sample(prompts, greedy, jax.random.key(0), prefixes=prefixes)
     # Parents of 4 and 1 tokens (prompt 0's fork is page-aligned: no copy), then each row's
     # last prompt token and prefix but its last token: 5 + (2 + 5 + 1 + 3) tokens.
     assert (engine.stats.page_copies, engine.stats.prefill_tokens) == (2, 16)
