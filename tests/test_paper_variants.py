@@ -170,6 +170,26 @@ def test_pipeline_paper_models():
     assert fusion.stages.merge_avg.run.lambdas == "0.5,0.5"
 
 
+CODE_PAPERS = ("gapo/gapo", "vigor/vigor", "rstg/rstg", "saf_opd/saf_opd", "iso/iso")
+
+
+@pytest.mark.parametrize("name", CODE_PAPERS)
+def test_code_paper_variant_trains_on_the_code_task_with_the_code_suite(name, offline):
+    """The coding papers' `:code,paper`: the paper scale of `:paper`, on the user's code
+    file (sandbox rewards) with the code suite instead of the math file and suite."""
+    module = _module(name)
+    code, paper = module.get_config("code,paper"), module.get_config("paper")
+    _check(name, code)
+    assert (code.task.name, json.loads(code.task.options)) == (
+        "code",
+        {"path": paper_scale.CODE_DATA_PATH},
+    )
+    assert (code.eval.suite, code.eval.suite_data) == ("code", paper_scale.EVAL_DATA_PATH)
+    differ = {k for k in paper.to_dict() if paper.to_dict()[k] != code.to_dict()[k]}
+    assert differ == {"task", "eval"}, differ  # the model, batch, method: as :paper
+    assert module.get_config("code").task.name == "code_synth"
+
+
 @pytest.mark.parametrize("name", _files())
 def test_paper_variant_validates_at_paper_scale(name, offline):
     module = _module(name)

@@ -21,7 +21,8 @@ no KL (grpo.py's choices).
 
 Command: python -m rlvr_jax.main --config=experiments/gapo/gapo.py --workdir=runs/gapo
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps), `:code` (the synthetic
-code task on its base, rewards from the sandbox; `:code,pulse`). The GSPO form
+code task on its base, rewards from the sandbox; `:code,pulse`;
+`:code,paper`: the paper scale on your code file with the code suite). The GSPO form
 is experiments/gapo/gapo_gspo.py.
 Runtime: not measured; grpo.py's (the bounds are elementwise).
 
@@ -33,13 +34,9 @@ Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
-from rlvr_jax.rl.config import apply_variant, default_config
+from rlvr_jax.rl.config import apply_code_task, apply_variant, code_variant, default_config
 
 PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
-
-# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
-# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
-CODE = {"code": "", "code,pulse": "pulse"}
 
 
 def get_config(variant: str = ""):
@@ -55,9 +52,7 @@ def get_config(variant: str = ""):
     c.loss.aggregation = "seq-mean-token-mean"
     c.data.group_size = 8  # G
     c.train.num_minibatches = 2
-    apply_variant(c, CODE.get(variant, variant), paper=PAPER)
-    if variant in CODE:  # the synthetic code task, verified in the sandbox
-        c.task.name = "code_synth"
-        if variant == "code":
-            c.model.domain = "code_synth"
+    base, paper = code_variant(variant, PAPER)
+    apply_variant(c, base, paper=paper)
+    apply_code_task(c, variant)
     return c

@@ -17,6 +17,8 @@ Variants and overrides:
   :pulse                                   tiny random model, 2 steps (CI)
   :code                                    the synthetic code task on its base (sandbox
                                            rewards); :code,pulse its pulse
+  :code,paper                              the paper scale on your code file (task
+                                           code) with the code suite
   --config.optimizer.iso.base=muon         ISO-Muon (Newton–Schulz on the frame steps)
   --config.optimizer.iso.retraction=polar  polar retraction
   --config.optimizer.name=muon             plain Muon (the non-ISO comparison)
@@ -38,13 +40,9 @@ Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
-from rlvr_jax.rl.config import apply_variant, default_config
+from rlvr_jax.rl.config import apply_code_task, apply_variant, code_variant, default_config
 
 PAPER = dict(model="qwen3-8b")  # paper: Qwen3-8B-Base (same shapes as Qwen3-8B)
-
-# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
-# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
-CODE = {"code": "", "code,pulse": "pulse"}
 
 
 def get_config(variant: str = ""):
@@ -59,12 +57,10 @@ def get_config(variant: str = ""):
     c.optimizer.iso.base = "adamw"  # the frames' base optimizer: "adamw" | "muon"
     c.optimizer.iso.retraction = "qr"  # "qr" | "polar"
     c.optimizer.lr = 1e-4  # the GRPO baseline's
-    apply_variant(c, CODE.get(variant, variant), paper=PAPER)
-    if variant in CODE:  # the synthetic code task, verified in the sandbox
-        c.task.name = "code_synth"
-        if variant == "code":
-            c.model.domain = "code_synth"
-    if variant == "paper":
+    base, paper = code_variant(variant, PAPER)
+    apply_variant(c, base, paper=paper)
+    apply_code_task(c, variant)
+    if base == "paper":
         c.model.path = "/path/to/Qwen3-8B-Base"  # paper: the base checkpoint
         c.train.steps = 270  # paper: the AdamW run's horizon
     return c

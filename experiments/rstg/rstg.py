@@ -20,7 +20,8 @@ Command: python -m rlvr_jax.main --config=experiments/rstg/rstg.py --workdir=run
 Variants: `:arithmetic`, `:pulse` (tiny random model, 2 steps; teacher = the policy
 under the reference-solution context, score.teacher.source = "hint": no warm-start
 model is trained), `:code` (the synthetic code task on its base,
-rewards from the sandbox; the warm-start code_synth teacher; `:code,pulse`).
+rewards from the sandbox; the warm-start code_synth teacher; `:code,pulse`;
+`:code,paper`: the paper scale on your code file with the code suite).
 Runtime: not measured; grpo.py's plus one teacher forward per batch.
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B student, Qwen3-32B teacher
@@ -31,16 +32,18 @@ Run: `--config=<file>:paper --config.model.path=<checkpoint dir>` (+
 names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 """
 
-from rlvr_jax.rl.config import apply_teacher, apply_variant, default_config
+from rlvr_jax.rl.config import (
+    apply_code_task,
+    apply_teacher,
+    apply_variant,
+    code_variant,
+    default_config,
+)
 
 PAPER = dict(
     model="qwen3-8b",  # ours: the abstract names no model
     teacher="Qwen3-32B",  # ours: a larger model of the student's family
 )
-
-# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
-# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
-CODE = {"code": "", "code,pulse": "pulse"}
 
 
 def get_config(variant: str = ""):
@@ -54,10 +57,7 @@ def get_config(variant: str = ""):
     c.credit.rstg.coef = 1.0  # λ (ours)
     c.loss.name = "ppo_clip"
     c.data.group_size = 8  # G
-    base = CODE.get(variant, variant)
-    c = apply_teacher(apply_variant(c, base, paper=PAPER), base)
-    if variant in CODE:  # the synthetic code task, verified in the sandbox
-        c.task.name = "code_synth"
-        if variant == "code":
-            c.model.domain = "code_synth"
+    base, paper = code_variant(variant, PAPER)
+    c = apply_teacher(apply_variant(c, base, paper=paper), base)
+    apply_code_task(c, variant)
     return c

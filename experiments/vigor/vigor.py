@@ -13,7 +13,8 @@ experiments/baselines/grpo.py (same B·G rollout budget per step).
 
 Command: python -m rlvr_jax.main --config=experiments/vigor/vigor.py --workdir=runs/vigor
 Variants: `:arithmetic`, `:pulse` (CI: tiny random model, 2 steps), `:code` (the synthetic
-code task on its base, rewards from the sandbox; `:code,pulse`).
+code task on its base, rewards from the sandbox; `:code,pulse`;
+`:code,paper`: the paper scale on your code file with the code suite).
 Runtime here (2 CPU cores): about grpo.py's (same rollouts, a few more rounds).
 
 Paper scale (`:paper`, rlvr_jax/rl/paper_scale.py): Qwen3-8B (ours; the abstract names
@@ -24,13 +25,9 @@ names (docs/tpu_pods.md, `scripts/plan.py --all-paper`).
 Multi-host: every process runs the scheduler on every host's outcomes (docs/tpu_pods.md).
 """
 
-from rlvr_jax.rl.config import apply_variant, default_config
+from rlvr_jax.rl.config import apply_code_task, apply_variant, code_variant, default_config
 
 PAPER = dict(model="qwen3-8b")  # ours: the abstract names no model
-
-# `:code` variants: the synthetic code task (tasks/code_synth.py) on its warm-start base;
-# "code,pulse" is the pulse on code_synth prompts. Each maps to the shared variant it starts from.
-CODE = {"code": "", "code,pulse": "pulse"}
 
 
 def get_config(variant: str = ""):
@@ -43,13 +40,9 @@ def get_config(variant: str = ""):
     c.select.vigor.refine_frac = 0.5
     c.select.vigor.max_per_prompt = 0  # 0 = 2G
     c.select.vigor.budget_factor = 1.0  # rollouts per step / (B·G)
-    c = apply_variant(c, CODE.get(variant, variant), paper=PAPER)
-    if variant in CODE:  # the synthetic code task, verified in the sandbox
-        c.task.name = "code_synth"
-        if variant == "code":
-            c.model.domain = "code_synth"
-    if (
-        CODE.get(variant, variant) == "pulse"
-    ):  # G = 4: 2B prompts × n0 = 2 would spend the whole budget in round 0
+    base, paper = code_variant(variant, PAPER)
+    c = apply_variant(c, base, paper=paper)
+    apply_code_task(c, variant)
+    if base == "pulse":  # G = 4: 2B prompts × n0 = 2 would spend the whole budget in round 0
         c.select.vigor.prompt_factor = 1.0
     return c

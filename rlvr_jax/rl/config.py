@@ -365,6 +365,30 @@ def split_arm(variant: str, arms) -> tuple[str, str]:
     return (chosen or arms[:1])[0], (base or [""])[0]
 
 
+# The coding papers' variants (gapo, vigor, rstg, saf_opd, iso): `:code` and `:code,pulse`
+# train on the synthetic code task (tasks/code_synth.py; the first on its warm-start base),
+# `:code,paper` at paper scale on the user's code file with the code suite. Each starts
+# from the shared variant it names.
+CODE_VARIANTS = {"code": "", "code,pulse": "pulse", "code,paper": "paper"}
+
+
+def code_variant(variant: str, paper: dict | None = None) -> tuple[str, dict | None]:
+    """(the shared `apply_variant` variant, its `paper` block) of an experiment's variant:
+    `:code,paper` adds task="code" to the paper block; others pass through."""
+    base = CODE_VARIANTS.get(variant, variant)
+    return base, dict(paper or {}, task="code") if variant == "code,paper" else paper
+
+
+def apply_code_task(c: ml_collections.ConfigDict, variant: str) -> ml_collections.ConfigDict:
+    """After `apply_variant`: `:code` / `:code,pulse` sample the synthetic code task
+    (verified in the sandbox), `:code` on the code_synth warm-start base."""
+    if variant in ("code", "code,pulse"):
+        c.task.name = "code_synth"
+        if variant == "code":
+            c.model.domain = "code_synth"
+    return c
+
+
 # The privileged view of the self-teacher: the policy shown the reference solution.
 SOLUTION_VIEW = "{prompt}\nReference solution:\n{solution}"
 

@@ -15,8 +15,10 @@ The shared block (`apply`):
             called in row chunks of 32 GiB per chip of bf16 KV cache plus per-row
             working memory (ours).
   task      math_file on a user-given jsonl/parquet (placeholder path), math-verify
-            checker, a 17k prompt pool (DAPO-Math-17k's size); `task=None` keeps the
-            file's own task (synthetic tasks whose features a method needs).
+            checker, a 17k prompt pool (DAPO-Math-17k's size); `task="code"`: the code
+            task on a user-given jsonl of problems with tests (placeholder path; rewards
+            from the sandbox), a 24k pool; `task=None` keeps the file's own task
+            (synthetic tasks whose features a method needs).
   batch     B = 512 prompts, G = 16, 16 optimizer updates per step, temperature 1,
             top-p 1 (DAPO); N = 8192 new tokens (ours), capped by the checkpoint's
             context minus PROMPT_LEN.
@@ -29,7 +31,8 @@ The shared block (`apply`):
             rlvr_jax.eval) from a user-given data directory (placeholder path), 16
             samples per problem (avg@16, pass@1, pass@16, maj@16) at the rollout's
             temperature and token budget, every 100 steps, at the start and at the end
-            (ours; `suite=` picks another suite).
+            (ours; `suite=` picks another suite). With the code task, the code suite
+            (LiveCodeBench, HumanEval+, MBPP+) likewise.
   mesh      (1, chips, 1) on fsdp, one micro-batch row per chip; chips by model size
             (`chips_for`, ours).
 """
@@ -44,6 +47,7 @@ from rlvr_jax.models import presets
 
 PROMPT_LEN = 1024  # P the memory plans assume (scripts/plan.py --prompt-len); ours
 DATA_PATH = "/path/to/math_train.jsonl"  # placeholder: override via --config.task.options
+CODE_DATA_PATH = "/path/to/code_train.jsonl"  # placeholder: LiveCodeBench/MBPP-style tests
 EVAL_DATA_PATH = "/path/to/eval_data"  # placeholder: override via --config.eval.suite_data
 
 # preset -> the Hugging Face checkpoint directory name the placeholder path ends in
@@ -97,7 +101,8 @@ def apply(
     Args:
       c: a run config (`rl.config.default_config()` with the method's fields set).
       model: a `models.presets` name with a CHECKPOINTS entry: the policy.
-      task: "math_file" (a user-given math data file) or None (keep `c.task`).
+      task: "math_file" (a user-given math data file), "code" (a user-given file of
+        programming problems with tests) or None (keep `c.task`).
       prompts_per_step, group_size, max_new_tokens, num_minibatches, lr: B, G, N,
         optimizer updates per step and the peak learning rate (defaults: DAPO's; N
         ours). N is capped at the checkpoint's context minus PROMPT_LEN.
@@ -105,8 +110,8 @@ def apply(
         on a warm start (score.teacher / teacher_hidden / teacher_topk) reads it from
         "/path/to/<teacher>" instead; "" leaves them (self-teachers use "hint").
       suite: the paper benchmark suite of every evaluation (`rlvr_jax.eval.SUITES`:
-        "math", "science", "code"); None: "math" with the math_file task, else none
-        ("" for none).
+        "math", "science", "code"); None: "math" with the math_file task, "code" with
+        the code task, else none ("" for none).
     Returns:
       `c`, for chaining.
     """
@@ -131,8 +136,14 @@ def apply(
         c.task.name = "math_file"
         c.task.options = json.dumps({"path": DATA_PATH, "checker": "math_verify"})
         c.task.train_size = 17_000  # DAPO-Math-17k's size
+    elif task == "code":  # programs with tests, rewarded in the sandbox (tasks/code.py)
+        c.task.name = "code"
+        c.task.options = json.dumps({"path": CODE_DATA_PATH})
+        c.task.train_size = 24_000  # DeepCoder-Preview's ~24k problems (ours)
     elif task is not None:
-        raise ValueError(f"task = {task!r}; valid: 'math_file', None (keep config.task)")
+        raise ValueError(
+            f"task = {task!r}; valid: 'math_file', 'code', None (keep config.task)"
+        )
 
     c.data.prompts_per_step = prompts_per_step
     c.data.group_size = group_size
@@ -161,7 +172,7 @@ def apply(
     c.eval.n_samples = 16
     c.eval.temperature = 1.0
     if suite is None:
-        suite = "math" if task == "math_file" else ""
+        suite = {"math_file": "math", "code": "code"}.get(task, "")
     c.eval.suite = suite
     if suite:
         c.eval.suite_data = EVAL_DATA_PATH
