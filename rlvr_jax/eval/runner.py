@@ -114,9 +114,14 @@ class Settings:
         return out
 
 
-def _problem_rng(seed: int, benchmark: str, item_id: str) -> jax.Array:
-    digest = hashlib.sha256(f"{benchmark}/{item_id}".encode()).digest()
+def _hashed_rng(seed: int, name: str) -> jax.Array:
+    """fold_in(PRNGKey(seed), 31 bits of sha256(name))."""
+    digest = hashlib.sha256(name.encode()).digest()
     return jax.random.fold_in(jax.random.PRNGKey(seed), int.from_bytes(digest[:4], "big") >> 1)
+
+
+def _problem_rng(seed: int, benchmark: str, item_id: str) -> jax.Array:
+    return _hashed_rng(seed, f"{benchmark}/{item_id}")
 
 
 def load_suite_items(
@@ -339,8 +344,7 @@ def _per_problem(generate, settings: Settings):
 
 
 def _benchmark_rng(seed: int, benchmark: str) -> jax.Array:
-    digest = hashlib.sha256(benchmark.encode()).digest()
-    return jax.random.fold_in(jax.random.PRNGKey(seed), int.from_bytes(digest[:4], "big") >> 1)
+    return _hashed_rng(seed, benchmark)
 
 
 def engine_generate(model, tokenizer: Tokenizer, settings: Settings, max_length: int):
@@ -363,10 +367,7 @@ def engine_generate(model, tokenizer: Tokenizer, settings: Settings, max_length:
     )  # fmt: skip
 
     def sample(bench: str, items, prompts) -> list[list[str]]:
-        row_ids = [i * n + s for i, _ in items for s in range(n)]
-        if max(row_ids) >= 2**31:
-            raise ValueError(f"{bench}: problem {max(i for i, _ in items)} x {n} samples: "
-                             "row ids past int32")  # fmt: skip
+        row_ids = [i * n + s for i, _ in items for s in range(n)]  # Request checks < 2**31
         ro = sampler.sample(prompts, params, _benchmark_rng(settings.seed, bench), row_ids=row_ids)
         texts = [tokenizer.decode(cut_at_stop(ro.sampled_tokens(b), tokenizer.stop_ids))
                  for b in range(len(row_ids))]  # fmt: skip

@@ -163,35 +163,33 @@ class MathFileTask(FileSplits, Task):
         refusal = screen(pred)
         if refusal is not None:
             return Verdict(0.0, MALFORMED, pred[:MAX_ANSWER_CHARS], refusal)
-        gold = strip_wrappers(str(problem.answer))
+        reason, detail = self.compare(strip_wrappers(str(problem.answer)), pred)
+        return Verdict(float(reason == CORRECT), reason, pred, detail)
+
+    def compare(self, gold: str, pred: str) -> tuple[str, str]:
+        """(CORRECT / WRONG_ANSWER / TIMEOUT, detail) of the screened answer `pred`
+        against `gold`: identical after normalisation, else math-verify (or the exact
+        fallback, with a warning once)."""
         if normalise(pred) == normalise(gold):
-            return Verdict(1.0, CORRECT, pred, "identical after normalisation")
+            return CORRECT, "identical after normalisation"
         if self.checker == "math_verify" and _math_verify_available():
             status, detail = _get_pool().check(gold, pred, self.timeout_s)
             if status != "unavailable":
                 reason = {"correct": CORRECT, "wrong": WRONG_ANSWER, "timeout": TIMEOUT}[status]
-                return Verdict(float(reason == CORRECT), reason, pred, detail)
+                return reason, detail
             _warn_fallback(f"math-verify checker processes failed to start ({detail})")
         elif self.checker == "math_verify":
             _warn_fallback("math-verify is not installed (pip install math-verify) or not POSIX")
-        ok = exact_equal(gold, pred)
-        return Verdict(float(ok), CORRECT if ok else WRONG_ANSWER, pred, "exact match")
+        return (CORRECT if exact_equal(gold, pred) else WRONG_ANSWER), "exact match"
 
 
 def answers_equivalent(task: MathFileTask, a: str, b: str) -> bool:
     """Whether two final answers (already extracted) are the same answer under `task`'s
-    checker: identical after normalisation, else math-verify (or the exact fallback).
-    A refused or timed-out comparison counts as different."""
+    checker (`MathFileTask.compare`); a refused or timed-out comparison counts as different."""
     a, b = strip_wrappers(a), strip_wrappers(b)
     if not a or not b or screen(a) is not None or screen(b) is not None:
         return False
-    if normalise(a) == normalise(b):
-        return True
-    if task.checker == "math_verify" and _math_verify_available():
-        status, _ = _get_pool().check(a, b, task.timeout_s)
-        if status != "unavailable":
-            return status == "correct"
-    return exact_equal(a, b)
+    return task.compare(a, b)[0] == CORRECT
 
 
 def start_checker() -> None:
