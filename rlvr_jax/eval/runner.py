@@ -214,7 +214,6 @@ def run_suite(
     key_settings = settings.sample_key()
     if split:  # a problem's samples depend on how many processes share its call
         key_settings["processes"] = jax.process_count()
-    # Per benchmark: its records (None until sampled) and the uncached problems to sample.
     plan = []
     for bench, items, skipped in loaded:
         cache = ResultCache(Path(cache_dir) / f"{bench.name}.jsonl") if cache_dir else None
@@ -222,43 +221,37 @@ def run_suite(
         keys = [problem_key(model_id or "", bench.name, item.id, key_settings, text)
                 for item, text in zip(items, texts, strict=True)]  # fmt: skip
         records = [cache.get(k) if cache is not None else None for k in keys]
-        plan.append([bench, items, texts, keys, skipped, cache, records])
+        plan.append(_BenchPlan(bench, items, texts, keys, skipped, cache, records))
     if split:  # every process takes process 0's cache (a collective)
-        for entry, records in zip(plan, distributed.allgather_objects([e[6] for e in plan])[0],
-                                  strict=True):  # fmt: skip
-            entry[6] = records
-    todos = [[(i, items[i], keys[i], _encode(tokenizer, texts[i], settings))
-              for i, r in enumerate(records) if r is None]
-             for _, items, texts, keys, _, _, records in plan]  # fmt: skip
+        gathered = distributed.allgather_objects([p.records for p in plan])[0]
+        for entry, records in zip(plan, gathered, strict=True):
+            entry.records = records
     if generate is not None:
         sample = _per_problem(generate, settings)
     else:
-        longest = max((len(t[3]) for todo in todos for t in todo), default=0)
+        longest = max((len(p.prompt_ids(i, tokenizer, settings)) for p in plan for i in p.todo()),
+                      default=0)  # fmt: skip
         sample = _lazy_sampler(model, tokenizer, settings, longest)
     results = {}
     batch = settings.prompts_per_batch if generate is None and settings.engine == "paged" else 1
     with Progress(total, label=suite.name, stream=None if show_progress else _Null()) as bar:
-        for (bench, items, texts, keys, skipped, cache, records), todo in zip(
-            plan, todos, strict=True
-        ):
-            bar.skip(n * (len(records) - len(todo)))
+        for p in plan:
+            todo = p.todo()
+            bar.skip(n * (len(p.records) - len(todo)))
+            where = f"{label}{suite.name}/{p.bench.name}"
             if split:
-                where = f"{label}{suite.name}/{bench.name}"
-                _sample_split(bench, items, texts, keys, records, todo, model, tokenizer,
-                              settings, code_scorer, cache, bar, where)  # fmt: skip
+                _sample_split(p, todo, model, tokenizer, settings, code_scorer, bar, where)
                 todo = []
             for lo in range(0, len(todo), batch):
                 part = todo[lo : lo + batch]
-                responses = sample(bench.name, [(i, item) for i, item, _, _ in part],
-                                   [ids for *_, ids in part])  # fmt: skip
-                for (i, item, key, _), res in zip(part, responses, strict=True):
+                prompts = [p.prompt_ids(i, tokenizer, settings) for i in part]
+                responses = sample(p.bench.name, [(i, p.items[i]) for i in part], prompts)
+                for i, res in zip(part, responses, strict=True):
                     if len(res) != n:
                         raise ValueError(f"generate returned {len(res)} responses, not {n}")
-                    records[i] = _record(item, res, tokenizer, settings, code_scorer)
-                    if cache is not None:
-                        cache.put(key, records[i])
-                bar.advance(n * len(part), f"{label}{suite.name}/{bench.name}")
-            results[bench.name] = _summarise(bench, records, skipped, settings)
+                    p.put(i, _record(p.items[i], res, tokenizer, settings, code_scorer))
+                bar.advance(n * len(part), where)
+            results[p.bench.name] = _summarise(p.bench, p.records, p.skipped, settings)
     return {
         "suite": suite.name,
         "settings": {**dataclasses.asdict(settings), "template": template},
@@ -269,51 +262,78 @@ def run_suite(
 
 
 def _sample_split(
-    bench,
-    items,
-    texts,
-    keys,
-    records,
-    todo,
+    plan: _BenchPlan,
+    todo: list[int],
     model,
     tokenizer,
     settings: Settings,
     code_scorer,
-    cache,
     bar,
     label: str,
 ) -> None:
-    """A benchmark's uncached problems sampled by every process at once (a collective).
+    """A benchmark's uncached problems (`todo`) sampled by every process at once (a
+    collective).
 
     Problems go to processes in calls of P (the process count) by position: call c
     holds problems c·P … c·P + P − 1, process j samples problem c·P + j with the key
     fold_in(fold_in(PRNGKey(seed), hash(benchmark)), c) and scores it; the records
-    are gathered into `records` on every process and process 0 appends them to the
-    cache. One static-sampler program runs over every process's rows, so a
+    are gathered into `plan.records` on every process and process 0 appends them to
+    the cache. One static-sampler program runs over every process's rows, so a
     problem's samples depend on the process count (part of the cache key) but not
     on what was cached: a resumed run samples as an uninterrupted one. A call's
     positions past the benchmark's end repeat its first problem (dropped).
     """
     procs, me, n = jax.process_count(), jax.process_index(), settings.n_samples
-    uncached = {t[0] for t in todo}
+    uncached, size = set(todo), len(plan.items)
     generate = None
-    for c in range(-(-len(items) // procs)):
-        call = [p for p in range(c * procs, (c + 1) * procs) if p < len(items)]
+    for c in range(-(-size // procs)):
+        call = [p for p in range(c * procs, (c + 1) * procs) if p < size]
         if not uncached.intersection(call):
             continue
         generate = generate or sampler_generate(model, tokenizer, settings)
-        mine = c * procs + me if c * procs + me < len(items) else call[0]
-        ids = _encode(tokenizer, texts[mine], settings)
-        responses = generate(ids, jax.random.fold_in(_benchmark_rng(settings.seed, bench.name), c))
+        mine = c * procs + me if c * procs + me < size else call[0]
+        key = jax.random.fold_in(_benchmark_rng(settings.seed, plan.bench.name), c)
+        responses = generate(plan.prompt_ids(mine, tokenizer, settings), key)
         own = {}
         if mine == c * procs + me and mine in uncached:
-            own[mine] = _record(items[mine], responses, tokenizer, settings, code_scorer)
+            own[mine] = _record(plan.items[mine], responses, tokenizer, settings, code_scorer)
         for part in distributed.allgather_objects(own):
             for pos, rec in part.items():
-                records[pos] = rec
-                if cache is not None and me == 0:
-                    cache.put(keys[pos], rec)
+                plan.put(pos, rec, write=me == 0)
         bar.advance(n * len(uncached.intersection(call)), label)
+
+
+@dataclasses.dataclass
+class _BenchPlan:
+    """One benchmark's share of a suite run: its problems, their cache keys and records.
+
+    `records[i]` is problem i's record, None until it is read from the cache or
+    sampled; each prompt is rendered once and encoded at most once (`prompt_ids`).
+    """
+
+    bench: Benchmark
+    items: list[Item]
+    texts: list[str]
+    keys: list[str]
+    skipped: int
+    cache: ResultCache | None
+    records: list[dict | None]
+    encoded: dict[int, list[int]] = dataclasses.field(default_factory=dict)
+
+    def todo(self) -> list[int]:
+        """The positions still to sample, in file order."""
+        return [i for i, r in enumerate(self.records) if r is None]
+
+    def prompt_ids(self, i: int, tokenizer, settings: Settings) -> list[int]:
+        if i not in self.encoded:
+            self.encoded[i] = _encode(tokenizer, self.texts[i], settings)
+        return self.encoded[i]
+
+    def put(self, i: int, record: dict, *, write: bool = True) -> None:
+        """Problem i's record, appended to the cache when there is one and `write`."""
+        self.records[i] = record
+        if self.cache is not None and write:
+            self.cache.put(self.keys[i], record)
 
 
 def _encode(tokenizer, text: str, settings: Settings) -> list[int]:
