@@ -83,7 +83,7 @@ def test_old_specs_keep_their_cache_directory(key):
 def test_multi_turn_is_hashed_only_when_set():
     spec = get_spec("arithmetic", "teacher")
     assert "multi_turn" not in spec_payload(spec)
-    late = {"multi_turn", "privileged_share", "privileged_views"}
+    late = {"multi_turn", "privileged_share", "privileged_views", "hash_examples"}
     assert set(spec_payload(spec)) == {f.name for f in dataclasses.fields(spec)} - late
     turned = dataclasses.replace(_tiny_tool_spec(), multi_turn=False)
     assert spec_payload(_tiny_tool_spec())["multi_turn"] is True
