@@ -6,6 +6,8 @@
   python scripts/plan.py --config experiments/dpo/dpo.py:staged,paper --stage sft
   python scripts/plan.py --all-paper [--doc docs/tpu_pods.md] > all_paper.log
   python scripts/plan.py --table-from all_paper.log   # rewrite the table from a log
+  python scripts/plan.py --engine-memory 8192,16384,32768 [--model qwen3-8b --chip v5p]
+      # rows in flight per chip: paged engine vs static sampler (rlvr_jax/plan_engine.py)
 
 Compiles the train step (one micro-batch) and the sampler for the mesh and prints
 per-device bytes (see rlvr_jax/plan.py). By default the programs are compiled at
@@ -57,6 +59,27 @@ def load_config(spec: str):
     return module.get_config(variant)
 
 
+def engine_memory(args) -> None:
+    """Prints the paged-vs-dense rows-in-flight table for each N of `--engine-memory`."""
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    from rlvr_jax import plan, plan_engine
+    from rlvr_jax.models import presets
+
+    config = presets.preset(args.model or "qwen3-8b")
+    layers = None if args.full else tuple(int(x) for x in args.layers.split(","))
+    plans = []
+    for n in (int(x) for x in args.engine_memory.split(",")):
+        start, cpu = time.time(), time.process_time()
+        plans.append(plan_engine.engine_memory_plan(
+            config, hbm_bytes=plan.HBM_BYTES[args.chip], prompt_len=args.prompt_len,
+            max_new_tokens=n, group=args.group, page_size=args.page_size, layers=layers,
+        ))  # fmt: skip
+        row = plans[-1].row()
+        row.update(wall_s=round(time.time() - start), cpu_s=round(time.process_time() - cpu))
+        print(json.dumps(row), flush=True)
+    print(plan_engine.format_table(plans, args.chip))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default="", help="experiment file, optionally file.py:variant")
@@ -79,7 +102,15 @@ def main():
     p.add_argument("--only", default="", help="--all-paper: only the plans of these names")
     p.add_argument("--doc", default="docs/tpu_pods.md", help="--all-paper: the doc to update")
     p.add_argument("--table-from", default="", help="rewrite --doc's table from an --all-paper log")
+    p.add_argument(
+        "--engine-memory", default="", help="response lengths N: paged vs dense rows per chip"
+    )
+    p.add_argument("--chip", default="v5p", help="--engine-memory: the chip (plan.HBM_BYTES)")
+    p.add_argument("--group", type=int, default=16, help="--engine-memory: G per prompt")
+    p.add_argument("--page-size", type=int, default=16, help="--engine-memory: Z")
     args = p.parse_args()
+    if args.engine_memory:
+        return engine_memory(args)
     if args.table_from:
         lines = Path(args.table_from).read_text().splitlines()
         rows = [json.loads(x) for x in lines if x.startswith("{")]

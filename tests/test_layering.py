@@ -28,7 +28,7 @@ LAYERS = (
     ("run",),
     ("rl",),
     ("pipeline",),
-    ("main", "plan", "testing", "analysis", "repro"),
+    ("main", "plan", "plan_engine", "testing", "analysis", "repro"),
 )
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
