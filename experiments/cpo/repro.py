@@ -7,7 +7,9 @@ rollouts only and on wrong rollouts only.
 """
 
 from rlvr_jax.repro import PASS_1, Arm, Claim, Reproduction, pass_at
-from rlvr_jax.repro.miniature import COMMON, GRPO_PRIVILEGED, TUNING, shrunk
+from rlvr_jax.repro.miniature import COMMON, GRAD_RATIO, GRPO_PRIVILEGED, SWEPT, dense_sweep, shrunk
+
+SPLIT = {"log.grad_split": True}  # the shaping term's gradient norm over the outcome's, per step
 
 
 def get_reproduction() -> Reproduction:
@@ -15,32 +17,37 @@ def get_reproduction() -> Reproduction:
         slug="cpo",
         paper="Beyond Entropy: Contrastive Policy Optimization (CPO)",
         arms=(
-            Arm("cpo", "cpo/cpo.py", note="A'_t = A_t + λ_c·tanh(ℓ^G − ℓ^S), λ = 0.1 both sides"),
+            Arm(
+                "cpo",
+                "cpo/cpo.py",
+                SPLIT,
+                note="A'_t = A_t + λ_c·tanh(ℓ^G − ℓ^S), one λ on both sides (swept)",
+            ),
             Arm(
                 "entropy",
                 "cpo/entropy_shaping.py",
-                {"model.role": "privileged"},  # the CPO arms' policy
+                {"model.role": "privileged", **SPLIT},  # the CPO arms' policy
                 role="baseline",
-                note="entropy-based advantage shaping (α = 0.4, κ = 2)",
+                note="entropy-based advantage shaping (κ = 2, α swept)",
             ),
             GRPO_PRIVILEGED,
             Arm(
                 "correct-only",
                 "cpo/cpo.py:correct_only",
-                {},
+                SPLIT,
                 "ablation",
-                "the shaping term on correct rollouts only",
+                "the shaping term on correct rollouts only (λ_correct swept)",
             ),
             Arm(
                 "wrong-only",
                 "cpo/cpo.py:wrong_only",
-                {},
+                SPLIT,
                 "ablation",
-                "the shaping term on wrong rollouts only",
+                "the shaping term on wrong rollouts only (λ_wrong swept)",
             ),
         ),
         baseline="entropy",
-        metrics=(PASS_1, pass_at(8)),
+        metrics=(PASS_1, pass_at(8), GRAD_RATIO),
         claims=(
             Claim(
                 "CPO substantially outperforms entropy-based shaping",
@@ -60,5 +67,11 @@ def get_reproduction() -> Reproduction:
         ),
         shrunk=shrunk(),
         common=COMMON,
-        tuning=TUNING,
+        tuning=SWEPT,
+        sweeps=(
+            dense_sweep("cpo", "credit.cpo.lam_correct,credit.cpo.lam_wrong"),
+            dense_sweep("entropy", "credit.entropy_shaping.alpha"),
+            dense_sweep("correct-only", "credit.cpo.lam_correct"),
+            dense_sweep("wrong-only", "credit.cpo.lam_wrong"),
+        ),
     )
