@@ -59,6 +59,7 @@ from rlvr_jax.models.paged_forward import PagedKVCache
 from rlvr_jax.models.transformer import Transformer
 from rlvr_jax.plan import GIB, Memory, _at_full_depth, _compile_sample, _depths
 from rlvr_jax.sampling import engine_step
+from rlvr_jax.sampling.engine import _pow2
 from rlvr_jax.sampling.generate import MAX_STOP_IDS
 from rlvr_jax.sampling.pages import page_bytes
 
@@ -164,10 +165,6 @@ def _compile_engine(config, *, store_pages, page_size, slots, table_width, prefi
     return engine_step.prefill.lower(*args, **static).compile()
 
 
-def _pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
 def engine_memory_plan(
     config: ModelConfig,
     *,
@@ -258,10 +255,10 @@ def engine_memory_plan(
 
     # Slots: a first guess from the weights alone, then as many as the rows the pool
     # holds at the previous guess (the decode temp grows with S), until it settles.
-    slots = _pow2(max(1, int((budget - weights) / token_bytes / per_row_tokens)))
+    slots = _pow2(int((budget - weights) / token_bytes / per_row_tokens))
     for _ in range(6):
         pages, dec, pre = pages_at(slots)
-        want = _pow2(max(1, int(max(pages, 1) * page_size // per_row_tokens)))
+        want = _pow2(int(max(pages, 1) * page_size // per_row_tokens))
         if want >= slots:
             break
         slots = want
