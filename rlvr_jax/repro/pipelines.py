@@ -27,6 +27,7 @@ from rlvr_jax.pipeline.config import is_pipeline, stage_names
 from rlvr_jax.run.metrics_file import read_metrics
 
 EVAL_DIR, STAGES_DIR, DONE_FILE, METRICS = "eval", "stages", "stage.json", "metrics.jsonl"
+VAL = "val/"  # the trainer's validation keys (`eval.validation_problems`)
 
 
 def seed_fields(config: Mapping[str, Any], seed: int) -> dict[str, int]:
@@ -107,14 +108,20 @@ def joined_records(workdir: Path, config: Mapping[str, Any]) -> list[dict] | Non
         done = workdir / STAGES_DIR / n / DONE_FILE
         if not done.is_file():
             return None
-        train = [
-            r for r in _read_jsonl(workdir / STAGES_DIR / n / METRICS) if r["split"] == "train"
-        ]
+        stage = _read_jsonl(workdir / STAGES_DIR / n / METRICS)
+        train = [r for r in stage if r["split"] == "train"]
         out += [dict(r, step=r["step"] + offset, stage=n) for r in train]
         steps = json.loads(done.read_text()).get("steps")
         offset += int(steps) if steps is not None else max((r["step"] for r in train), default=0)
-        out.append(eval_record(evals[n], offset, n))
+        out.append(eval_record(evals[n], offset, n) | validation_values(stage))
     return out
+
+
+def validation_values(stage_records: list[dict]) -> dict[str, Any]:
+    """The `val/*` values of a stage's last evaluation (`eval.validation_problems`: the
+    validation split a repro sweep compares), {} when the stage evaluated none."""
+    evals = [r for r in stage_records if r["split"] == "eval"]
+    return {k: v for k, v in evals[-1].items() if k.startswith(VAL)} if evals else {}
 
 
 def write_metrics(workdir: Path, config: Mapping[str, Any]) -> bool:

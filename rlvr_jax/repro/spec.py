@@ -174,6 +174,13 @@ class Claim:
         return self.margin * abs(baseline_mean) if self.relative else self.margin
 
 
+def _stage_prefix(path: str) -> str:
+    """The prefix "stages.<name>.run." of a pipeline stage's config path, else ""."""
+    parts = path.split(".")
+    in_stage = len(parts) > 3 and parts[0] == "stages" and parts[2] == "run"
+    return ".".join(parts[:3]) + "." if in_stage else ""
+
+
 @dataclasses.dataclass(frozen=True)
 class Sweep:
     """A coefficient of one arm chosen on the validation split, never the test split.
@@ -191,7 +198,9 @@ class Sweep:
       arm: the arm's name.
       field: the config field path of the coefficient ("credit.rstg.coef"); several
         paths joined by commas are one coefficient set in each (CPO's λ on correct and
-        on wrong rows: "credit.cpo.lam_correct,credit.cpo.lam_wrong").
+        on wrong rows: "credit.cpo.lam_correct,credit.cpo.lam_wrong"). In a pipeline
+        arm, a stage's field ("stages.<name>.run.credit…"): that stage evaluates the
+        validation split, and its value is the arm's (all paths in one stage).
       values: the candidates, in the order the page lists them.
       seeds: the seeds each value runs with.
       metric: the eval key compared on the validation split ("pass@1").
@@ -219,6 +228,16 @@ class Sweep:
                 f"sweep of arm {self.arm!r}: validation_problems = {self.validation_problems}; "
                 "must be >= 1"
             )
+        if len({_stage_prefix(f) for f in self.fields}) > 1:
+            raise ValueError(
+                f"sweep of arm {self.arm!r}: field {self.field!r} names several pipeline "
+                "stages; a sweep's paths lie in one stage (or in none)"
+            )
+
+    @property
+    def stage(self) -> str:
+        """The prefix "stages.<name>.run." when the field is a pipeline stage's, else ""."""
+        return _stage_prefix(self.fields[0])
 
     @property
     def fields(self) -> tuple[str, ...]:

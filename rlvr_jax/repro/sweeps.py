@@ -19,18 +19,18 @@ import math
 
 import numpy as np
 
+from rlvr_jax.repro.pipelines import VAL
 from rlvr_jax.repro.results import RunResult
 from rlvr_jax.repro.spec import Arm, Metric, Reproduction, Sweep
 
-VAL = "val/"  # prefix of the trainer's validation keys (`eval.validation_problems`)
-
 
 def candidate(arm: Arm, sweep: Sweep, value: float) -> Arm:
-    """`arm` run with each of `sweep.fields` = value and the validation evaluation on."""
+    """`arm` run with each of `sweep.fields` = value and the validation evaluation on
+    (the run's, or for a pipeline stage's coefficient that stage's: `Sweep.stage`)."""
     overrides = {
         **arm.overrides,
         **dict.fromkeys(sweep.fields, value),
-        "eval.validation_problems": sweep.validation_problems,
+        sweep.stage + "eval.validation_problems": sweep.validation_problems,
     }
     return dataclasses.replace(arm, name=f"{arm.name}[{value:g}]", overrides=overrides)
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
 
 import pytest
 
-from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at, pipelines
+from rlvr_jax.repro import PASS_1, Arm, Claim, Metric, Reproduction, pass_at, pipelines, sweeps
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.repro.metrics import PASS_1_BEFORE, ROLLOUTS, metric_value
+from rlvr_jax.repro.spec import Sweep
 from tests.repro.conftest import page_text
 
 SEQ = "seq_opd_rl/pipeline.py:sequential,pulse"
@@ -21,12 +23,13 @@ class FakePipeline:
     """Writes what `rlvr_jax.pipeline.run` writes: stages' metrics and stage.json, evals.
 
     Stage `n` of a run trains `steps[n]` steps (default its config's cap) and its
-    export scores pass@1 = score(stage, seed); the base scores 0.1. `stop_before`
+    export scores pass@1 = score(stage, seed); the base scores 0.1. A stage whose run
+    sets `eval.validation_problems` logs val/pass@1 = validation(its run config). `stop_before`
     names a stage the next launch does not reach (a preempted pipeline).
     """
 
-    def __init__(self, score, steps=None):
-        self.score, self.steps = score, steps or {}
+    def __init__(self, score, steps=None, validation=None):
+        self.score, self.steps, self.validation = score, steps or {}, validation
         self.calls: list[tuple[str, int]] = []
         self.stop_before = ""
 
@@ -49,6 +52,10 @@ class FakePipeline:
                 {"step": s, "split": "train", "reward": 0.5, "sampled_groups": 2.0}
                 for s in range(1, k + 1)
             ]
+            final = {"step": k, "split": "eval", "pass@1": 0.0}  # the stage's own evaluation
+            if c["stages"][n]["run"]["eval"].get("validation_problems"):
+                final["val/pass@1"] = self.validation(c["stages"][n]["run"])
+            lines.append(final)
             (d / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
             (d / "stage.json").write_text(json.dumps({"kind": "rl", "steps": k}))
             evals[n] = self.score(n, seed)
@@ -174,3 +181,33 @@ def test_eval_record_of_several_tasks_is_their_mean():
         "pass@4": 0.9,
     }
     assert "passk" not in curve
+
+
+def test_a_sweep_of_a_stage_coefficient_reads_that_stage_validation_split(tmp_path):
+    field = "stages.joint_additive.run.credit.opd_additive.weight"
+    val = {0.1: 0.3, 1.0: 0.2}  # validation prefers 0.1; the test split (score) prefers 1
+    fake = FakePipeline(
+        lambda stage, seed: 0.1 + 0.2 * (stage == "joint_additive"),
+        validation=lambda run: val[run["credit"]["opd_additive"]["weight"]],
+    )
+    joint = Arm("joint", "seq_opd_rl/pipeline.py:joint_additive,pulse", role="baseline")
+    repro = dataclasses.replace(
+        _repro(Arm("rl", RL), joint), sweeps=(Sweep("joint", field, (0.1, 1.0)),)
+    )
+    assert Sweep("joint", field, (0.1, 1.0)).stage == "stages.joint_additive.run."
+    page = page_text(repro, tmp_path, fake, seeds=(0,))
+    assert fake.calls == [("joint[0.1]", 0), ("joint[1]", 0), ("rl", 0)]
+    assert "| joint | `" + field + "` | **30.0** | 20.0 | 0.1 |" in page
+    run = runs_lib.plan(sweeps.sweep_reproduction(repro), [0], tmp_path / "root")[0]
+    stage = run.config["stages"]["joint_additive"]["run"]
+    assert stage["credit"]["opd_additive"]["weight"] == 0.1
+    assert (
+        stage["eval"]["validation_problems"] == 256
+        and "validation_problems" not in (run.config["eval"])
+    )
+
+
+def test_a_sweep_spans_one_stage():
+    with pytest.raises(ValueError, match="several pipeline stages"):
+        Sweep("a", "stages.x.run.credit.w,stages.y.run.credit.w", (0.1, 1.0))
+    assert Sweep("a", "credit.rstg.coef", (0.1, 1.0)).stage == ""
