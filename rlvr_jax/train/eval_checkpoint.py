@@ -67,10 +67,13 @@ def run_eval_settings(config: dict[str, Any]) -> dict[str, Any]:
       {"split", "num_problems", "n_samples", "temperature", "max_new_tokens", "seed"}:
       eval.split / num_problems / n_samples / temperature, rollout.max_new_tokens
       (the responses are cut where training cuts them) and seed + 1 (the trainer's
-      evaluation key is the run's seed + 1: the evaluation never reuses a rollout key).
+      evaluation key is the run's seed + 1: the evaluation never reuses a rollout key);
+      plus "sampler" (the `Sampler` options, `eval_sampler`) when the run samples with
+      the paged engine: the evaluation samples on the run's engine.
     """
     e = config["eval"]
-    return dict(
+    engine = eval_sampler(config)
+    return ({"sampler": engine} if engine else {}) | dict(
         split=e["split"],
         num_problems=int(e["num_problems"]),
         n_samples=int(e["n_samples"]),
@@ -104,6 +107,30 @@ def model_digest(model_dir) -> str:
     return f"{'sha256' if full else 'sha256-head'}:{h.hexdigest()[:16]}"
 
 
+def eval_sampler(config: dict[str, Any]) -> dict[str, Any]:
+    """The `Sampler` options an evaluation of the run uses: {} (the static sampler) unless
+    `rollout.engine` is "paged", then that engine with the run's page size, decode slots,
+    prefill chunk, kernel and page budget (`rollout.cache_gib`; 0: the engine's default).
+
+    The static sampler stays the evaluation of static runs, so their recorded results
+    are reproduced sample for sample; a paged run evaluates on the engine it trains with
+    (512-row evaluations are where the engine wins most: docs/benchmarks.md).
+    """
+    r = config["rollout"]
+    if r.get("engine", "static") != "paged":
+        return {}
+    return dict(
+        engine="paged",
+        page_size=int(r["page_size"]),
+        decode_slots=int(r["decode_slots"]),
+        prefill_chunk=int(r["prefill_chunk"]),
+        paged_kernel=r["paged_kernel"],
+        paged_block_pages=int(r["paged_block_pages"]),
+        cache_bytes=int(float(r["cache_gib"]) * 2**30) or None,
+        cache_dtype=r["cache_dtype"] or None,
+    )
+
+
 def format_settings(settings: dict[str, Any]) -> str:
     """One line naming an evaluation's settings, e.g. "128 problems (test split) x 8
     samples, temperature 1.0, at most 64 new tokens, seed 1, model sha256:..."."""
@@ -113,6 +140,9 @@ def format_settings(settings: dict[str, Any]) -> str:
         f"temperature {s['temperature']:g}, at most {s['max_new_tokens']} new tokens, "
         f"seed {s['seed']}"
     )
+    if s.get("sampler"):
+        e = s["sampler"]
+        line += f", {e['engine']} engine ({e['page_size']}-token pages, {e['decode_slots']} slots)"
     return line + (f", model {s['model_digest']}" if s.get("model_digest") else "")
 
 
@@ -191,6 +221,7 @@ def evaluate_model_dir(
     seed: int = EVAL_DEFAULTS["seed"],
     param_dtype: str = "float32",
     dtype: str = "",
+    sampler: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Loads a saved policy and its tokenizer and evaluates it as the trainer does.
 
@@ -211,11 +242,13 @@ def evaluate_model_dir(
       param_dtype, dtype: the parameter and compute dtypes to load the weights in
         ("float32" / "bfloat16"; dtype "" = param_dtype): a run's model.param_dtype
         and model.dtype give its trainer's numerics.
+      sampler: `Sampler` options (`eval_sampler`: a paged run's engine); None: static.
     Returns:
       The evaluation's dict ("pass@1", f"pass@{n}", "mean_reward", "reasons",
       "num_correct", ...) plus f"avg@{n}" (mean over problems of c/n), "model_dir"
       (the resolved directory), "task", "task_options", "split" and "settings"
-      (the keys of `EVAL_DEFAULTS` and "model_digest", see `format_settings`).
+      (the keys of `EVAL_DEFAULTS`, "sampler" when given, and "model_digest", see
+      `format_settings`).
     """
     path = resolve_model_dir(model_dir)
     task_options = dict(task_options or {})
@@ -231,7 +264,7 @@ def evaluate_model_dir(
         temperature=temperature,
         max_new_tokens=max_new_tokens,
         seed=seed,
-    )
+    ) | ({"sampler": dict(sampler)} if sampler else {})
     if task.episode_turns():
         turns = task.episode_turns()
         out = evaluate_episodes(

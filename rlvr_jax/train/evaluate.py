@@ -9,6 +9,7 @@ token, decode, `task.verify`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -71,6 +72,7 @@ def evaluate_task(
     prompts_per_batch: int = 32,
     start: int = 0,
     split_processes: bool = False,
+    sampler: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Samples and verifies `n_samples` responses for each of `num_problems` problems.
 
@@ -92,6 +94,8 @@ def evaluate_task(
         processes are gathered (`distributed.allgather_objects`), so every process
         returns the result over all problems. (A collective; without it every
         process samples every problem.)
+      sampler: `Sampler` options (`train.eval_checkpoint.eval_sampler`: the paged
+        engine's); None: the static sampler.
     Returns:
       dict with "pass@1" and f"pass@{n}" (means of the unbiased estimator over
       problems), "mean_reward", "reasons" (reason -> count over all samples),
@@ -109,7 +113,7 @@ def evaluate_task(
         n=n_samples,
     )
     pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
-    sampler = Sampler(model, pad_id=pad_id)
+    sampler = Sampler(model, pad_id=pad_id, **dict(sampler or {}))
     problems = task.problems(num_problems, split, start=start)
     key = jax.random.PRNGKey(seed)
     mine = distributed.my_shard(num_problems, split_processes)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -103,6 +103,7 @@ def evaluate_episodes(
     prompts_per_batch: int = 32,
     start: int = 0,
     split_processes: bool = False,
+    sampler: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Runs `n_samples` episodes per problem and reports pass@k like `evaluate_task`.
 
@@ -113,8 +114,9 @@ def evaluate_episodes(
       env_factory: a fresh environment per episode, e.g. `task.env`.
       max_turns: model turns per episode (see `run_episodes`).
       split, num_problems, n_samples, temperature, seed, prompts_per_batch, start,
-        split_processes: as `evaluate_task` (with `split_processes` each process runs
-        the episodes of its share of the problems and all gather every problem's).
+        split_processes, sampler: as `evaluate_task` (with `split_processes` each
+        process runs the episodes of its share of the problems and all gather every
+        problem's).
       max_new_tokens: decode budget per turn.
     Returns:
       `evaluate_task`'s dict ("pass@1", f"pass@{n}", "mean_reward", "reasons",
@@ -128,7 +130,8 @@ def evaluate_episodes(
         stop_token_ids=tokenizer.stop_ids,
         n=n_samples,
     )
-    sampler = Sampler(model, pad_id=tokenizer.pad_id if tokenizer.pad_id is not None else 0)
+    pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
+    sampler = Sampler(model, pad_id=pad_id, **dict(sampler or {}))
     problems = task.problems(num_problems, split, start=start)
     key = jax.random.PRNGKey(seed)
     mine = distributed.my_shard(num_problems, split_processes)

@@ -10,11 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 from rlvr_jax import pyfile, tasks
 from rlvr_jax.models import init_model, save_pretrained
+from rlvr_jax.rollout import score
+from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.testing import tiny_config
+from rlvr_jax.tokenizers import encode_prompt
 from rlvr_jax.train.eval_checkpoint import (
     evaluate_run,
     format_settings,
@@ -63,6 +67,48 @@ def test_evaluate_run_uses_the_runs_settings_on_its_export(tmp_path):
     assert re.fullmatch(r"sha256:[0-9a-f]{16}", digest)
     with pytest.raises(ValueError, match="unknown evaluation settings"):
         evaluate_run(tmp_path, samples=3)
+
+
+def test_a_paged_run_evaluates_on_its_engine(tmp_path):
+    """rollout.engine = paged puts the run's engine into the settings; the evaluation
+    (in the trainer and from the export) samples with it, row for row as the engine."""
+    c = _pulse_config()
+    c.rollout.engine, c.rollout.decode_slots, c.rollout.page_size = "paged", 8, 4
+    settings = run_eval_settings(json.loads(c.to_json()))
+    assert settings["sampler"] == dict(
+        engine="paged", page_size=4, decode_slots=8, prefill_chunk=64, paged_kernel="jax",
+        paged_block_pages=2, cache_bytes=None, cache_dtype=None,
+    )  # fmt: skip
+    assert "paged engine (4-token pages, 8 slots)" in format_settings(settings)
+    assert "sampler" not in run_eval_settings(json.loads(_pulse_config().to_json()))
+    tok = default_tokenizer()
+    model = init_model(tiny_config(vocab_size=tok.vocab_size, eos_token_id=tok.eos_id), seed=0)
+    task = tasks.get("arithmetic")
+    got = evaluate_task(model, tok, task, **settings)
+    # The same rows straight from a paged Sampler: evaluate_task's one call (4 prompts).
+    sampler = Sampler(model, pad_id=tok.pad_id, **settings["sampler"])
+    problems = task.problems(settings["num_problems"], settings["split"])
+    params = SamplingParams(
+        temperature=1.0, max_new_tokens=settings["max_new_tokens"],
+        stop_token_ids=tok.stop_ids, n=settings["n_samples"],
+    )  # fmt: skip
+    key = jax.random.fold_in(jax.random.PRNGKey(settings["seed"]), 0)
+    rollout = sampler.sample([encode_prompt(tok, p.prompt) for p in problems], params, key)
+    rows = range(len(problems) * settings["n_samples"])
+    v = score.score_rows(
+        task, tok, [problems[b // settings["n_samples"]] for b in rows],
+        [rollout.sampled_tokens(b) for b in rows], tok.stop_ids,
+    )  # fmt: skip
+    assert got["mean_response_tokens"] == pytest.approx(float(rollout.response_mask.sum(-1).mean()))
+    assert got["example"]["response"] == v.texts[0]
+    (tmp_path / "export").mkdir()
+    save_pretrained(model, model.config, tmp_path / "export")
+    save_tokenizer(tok, tmp_path / "export")
+    (tmp_path / "config.json").write_text(c.to_json())
+    again = evaluate_run(tmp_path)  # from the export: the same engine, the same samples
+    assert again["settings"]["sampler"] == settings["sampler"]
+    assert again["num_correct"] == got["num_correct"]
+    assert again["example"]["response"] == got["example"]["response"]
 
 
 def _after_row(results_md: str) -> dict[str, str]:
