@@ -30,7 +30,7 @@ from rlvr_jax.rl.config import default_config
 from rlvr_jax.rl.critic import Critic
 from rlvr_jax.rl.update import RLState, build_optimizer, make_scorer, make_value_fn
 from rlvr_jax.rl.validate import validate
-from rlvr_jax.rollout import EVALUATORS
+from rlvr_jax.rollout import EVALUATORS, ROLLOUTS, Groups, Request, RolloutContext
 from rlvr_jax.run.run_io import RunIO
 from rlvr_jax.sampling import Sampler, SamplingParams
 from rlvr_jax.scheduling.select import Select
@@ -140,23 +140,12 @@ def build_parts(
     mesh, rules = build.build_mesh(c), c.mesh.rules
     check_processes(c, mesh)
     processes = jax.process_count()
-    model, tokenizer = build.build_policy(c)
-    nnx.update(model, sharding.shard_state(nnx.state(model), mesh, rules))
-    task = build.build_task(c)
-    pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
-    sampler, sampling = make_sampler(c, model, tokenizer, pad_id, mesh)
-    prompts = prompt_batches(
-        TaskSource(task, c.task.train_split, size=c.task.train_size),
-        batch_size=c.data.prompts_per_step // processes,  # this process's share
-        seed=c.seed,
-        group_size=c.data.group_size,
-    )
+    r = build_rollout_parts(c, mesh, processes)
+    model, tokenizer, pad_id, task, prompts = r.model, r.tokenizer, r.pad_id, r.task, r.prompts
     # The frozen opponent of a task's own evaluation (SpyRL's games): the initial policy.
     frozen_state = None
     if c.task.name in EVALUATORS:
         frozen_state = jax.tree.map(jnp.copy, nnx.state(model))
-    # The scheduler, built from the initial weights (its prompt embeddings).
-    selector = Select(c, model, tokenizer, task, prompts, pad_id, processes, mesh=mesh)
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     chunk = micro_batch_rows(c)
     score_ctx = _score_context(c, model, tokenizer, task, graphdef, params, rest, mesh, chunk)
@@ -183,11 +172,11 @@ def build_parts(
         pad_id=pad_id,
         task=task,
         prompts=prompts,
-        sampler=sampler,
-        sampling=sampling,
-        rollout_cache={},
+        sampler=r.sampler,
+        sampling=r.sampling,
+        rollout_cache=r.rollout_cache,
         frozen_state=frozen_state,
-        selector=selector,
+        selector=r.selector,
         graphdef=graphdef,
         rest=rest,
         score_ctx=score_ctx,
@@ -196,6 +185,73 @@ def build_parts(
         state=sharding.shard_rl_state(state, mesh, rules),
         chunk=chunk,
     )
+
+
+@dataclasses.dataclass
+class RolloutParts:
+    """What the select and rollout stages run on (`Parts` holds the same fields): the
+    config, mesh, policy, tokenizer, task, prompt iterator, sampler, sampling parameters,
+    the rollout plug-in's cache and the scheduler. A rollout worker in its own process
+    (`rl.async_process`) builds only these."""
+
+    config: ml_collections.ConfigDict
+    mesh: Any
+    model: nnx.Module
+    tokenizer: Any
+    pad_id: int
+    task: Any
+    prompts: Any
+    sampler: Sampler
+    sampling: SamplingParams
+    rollout_cache: dict[str, Any]
+    selector: Select
+
+
+def build_rollout_parts(c: ml_collections.ConfigDict, mesh, processes: int) -> RolloutParts:
+    """The policy (initial weights, sharded on `mesh`), task, prompts, sampler and
+    scheduler of config `c` (`build_parts`'s, built the same way in a rollout process)."""
+    model, tokenizer = build.build_policy(c)
+    nnx.update(model, sharding.shard_state(nnx.state(model), mesh, c.mesh.rules))
+    task = build.build_task(c)
+    pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else 0
+    sampler, sampling = make_sampler(c, model, tokenizer, pad_id, mesh)
+    prompts = prompt_batches(
+        TaskSource(task, c.task.train_split, size=c.task.train_size),
+        batch_size=c.data.prompts_per_step // processes,  # this process's share
+        seed=c.seed,
+        group_size=c.data.group_size,
+    )
+    # The scheduler, built from the initial weights (its prompt embeddings).
+    selector = Select(c, model, tokenizer, task, prompts, pad_id, processes, mesh=mesh)
+    return RolloutParts(c, mesh, model, tokenizer, pad_id, task, prompts, sampler, sampling, {},
+                        selector)  # fmt: skip
+
+
+def rollout_context(p, request: Request, key: jax.Array, sampler=None) -> RolloutContext:
+    """What the rollout plug-in gets from parts `p` (`Parts` or `RolloutParts`): `sampler`
+    (default the run's) and its model's state."""
+    c = p.config
+    sampler = p.sampler if sampler is None else sampler
+    return RolloutContext(
+        sampler,
+        p.tokenizer,
+        p.task,
+        nnx.state(sampler.model),
+        p.sampling,
+        key,
+        request,
+        overlong_cache=c.reward.overlong_cache,
+        overlong_penalty=c.reward.overlong_penalty,
+        cache=p.rollout_cache,
+    )
+
+
+def rollout_stage(p, request: Request, key: jax.Array, sampler=None) -> Groups:
+    """The rollout stage on parts `p`: the configured plug-in generates and scores
+    `request`'s rows with `sampler` (default the run's)."""
+    c = p.config
+    ctx = rollout_context(p, request, key, sampler)
+    return ROLLOUTS.get(c.rollout.name).fn(ctx, **c.rollout[c.rollout.name].to_dict())
 
 
 def make_sampler(c, model, tokenizer, pad_id: int, mesh) -> tuple[Sampler, SamplingParams]:

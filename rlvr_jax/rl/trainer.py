@@ -81,11 +81,11 @@ from flax import nnx
 
 from rlvr_jax import distributed
 from rlvr_jax import eval as suite_eval
-from rlvr_jax.rl.parts import Parts, build_parts
+from rlvr_jax.rl.parts import Parts, build_parts, rollout_context, rollout_stage
 from rlvr_jax.rl.step_metrics import combine_select_stats, info_stats, rollout_stats
 from rlvr_jax.rl.steps import RLSteps
 from rlvr_jax.rl.update import RLState
-from rlvr_jax.rollout import EVALUATORS, ROLLOUTS, Groups, Request, RolloutContext
+from rlvr_jax.rollout import EVALUATORS, Groups, Request, RolloutContext
 from rlvr_jax.sampling import SamplingParams
 from rlvr_jax.train.eval_checkpoint import run_eval_settings
 from rlvr_jax.train.evaluate import evaluate_task
@@ -141,26 +141,11 @@ class Trainer:
         `sampler` (default the run's) samples with its own model's weights: the
         asynchronous rollout worker passes its sampler of an older policy version.
         """
-        c = self.c
-        ctx = self.rollout_context(request, key, sampler=sampler)
-        return ROLLOUTS.get(c.rollout.name).fn(ctx, **c.rollout[c.rollout.name].to_dict())
+        return rollout_stage(self.parts, request, key, sampler)
 
     def rollout_context(self, request: Request, key: jax.Array, *, sampler=None) -> RolloutContext:
         """What the rollout plug-in gets: `sampler` (default the run's) and its model's state."""
-        c, p = self.c, self.parts
-        sampler = p.sampler if sampler is None else sampler
-        return RolloutContext(
-            sampler,
-            p.tokenizer,
-            p.task,
-            nnx.state(sampler.model),
-            p.sampling,
-            key,
-            request,
-            overlong_cache=c.reward.overlong_cache,
-            overlong_penalty=c.reward.overlong_penalty,
-            cache=p.rollout_cache,
-        )
+        return rollout_context(self.parts, request, key, sampler)
 
     def score(self, groups: Groups, fields: dict[str, np.ndarray], step: int):
         """The score stage on the current state (`Steps.score`)."""
@@ -273,9 +258,11 @@ class Trainer:
         """
         c, p = self.c, self.parts
         if c.async_rl.max_staleness:  # rollouts overlap the update (rl.async_loop)
-            from rlvr_jax.rl.async_loop import run_async
+            from rlvr_jax.rl.async_loop import RolloutWorker, run_async
+            from rlvr_jax.rl.async_process import ProcessWorker
 
-            return run_async(self, stop_rule)
+            worker = ProcessWorker if c.async_rl.worker == "process" else RolloutWorker
+            return run_async(self, stop_rule, worker)
         if stop_rule is not None and p.processes > 1:
             raise NotImplementedError("Trainer.run(stop_rule=...) is single-process only")
         self.state, start = self.io.restore(self.state, p.prompts)
