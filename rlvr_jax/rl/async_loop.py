@@ -40,7 +40,16 @@ group is trained twice or lost. Steps past the old `train.steps` of an extended
 run have no saved groups: they are sampled by version s (less stale than the
 schedule), with a warning.
 
-One process only: a multi-process run with k > 0 is refused (the hosts'
+Where the worker runs (`async_rl.worker`): "thread" (`RolloutWorker`, default) is a
+thread of this process, on the learner's devices or on its own local device
+(`async_rl.rollout_device`); "process" (`rl.async_process.ProcessWorker`) is its
+own OS process with its own interpreter and XLA thread pool, optionally pinned to
+`async_rl.worker_cpus`, to which each version's weights are sent as host arrays,
+and which sends back each step's groups with its scheduler state and prompt
+position (the learner's copies follow them, so the in-flight rule above holds).
+The schedule and keys are the same, so both give the same run.
+
+One learner process only: a multi-process run with k > 0 is refused (the hosts'
 workers would need a lock-step of their own).
 """
 
@@ -82,7 +91,8 @@ class Produced:
       groups, stats, fields: the select stage's output (`Select.step`).
       rollout_seconds: the worker's time sampling them (the push included);
         wait_seconds: its idle time before, waiting for `version` to be published;
-        push_seconds: copying the weights to the rollout device (disaggregated).
+        push_seconds: copying the weights to the rollout device (disaggregated), or
+          to the worker's process (host copy, pickle, pipe, device_put).
     """
 
     step: int
@@ -332,8 +342,11 @@ def step_stats(trainer, produced: Produced, batch) -> dict[str, float]:
     return out
 
 
-def run_async(trainer, stop_rule: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """`Trainer.run` with rollouts overlapping the update (see the module docstring)."""
+def run_async(
+    trainer, stop_rule: Callable[[], bool] | None = None, worker_class=RolloutWorker
+) -> dict[str, Any]:
+    """`Trainer.run` with rollouts overlapping the update (see the module docstring); the
+    rollout worker is a `worker_class` (`RolloutWorker` or `async_process.ProcessWorker`)."""
     c, p, io = trainer.c, trainer.parts, trainer.io
     k = c.async_rl.max_staleness
     if p.processes > 1:
@@ -360,7 +373,7 @@ def run_async(trainer, stop_rule: Callable[[], bool] | None = None) -> dict[str,
         io.log_eval(0, trainer.evaluate())
     versions = Versions()
     versions.publish(start, trainer.state.params, keep=k)
-    worker = RolloutWorker(trainer, k, start, start, c.train.steps, versions, preloaded)
+    worker = worker_class(trainer, k, start, start, c.train.steps, versions, preloaded)
     worker.start()
     step = start
     try:

@@ -49,7 +49,9 @@ def default_config() -> ml_collections.ConfigDict:
     c.model.param_dtype = "float32"  # storage dtype of the policy's params: one of MODEL_DTYPES
     c.model.dtype = "float32"  # compute dtype of its activations and matmuls: one of MODEL_DTYPES
     # How the policy is computed (models.ModelConfig; same values either way):
-    c.model.attention = "xla"  # "xla" (dense scores) | "blockwise" (O(T·block)) | "pallas" (TPU)
+    # "auto" (by key length: xla below 256 key slots, blockwise block 64 above, pallas on
+    # TPU; models/attention.py) | "xla" (dense scores) | "blockwise" (O(T·block)) | "pallas"
+    c.model.attention = "auto"
     c.model.attention_block = 512  # query/key block of the blockwise kernel
     c.model.scan_layers = False  # full passes as one lax.scan over the layers (fast compiles)
     c.model.remat = "none"  # backward-pass rematerialisation: "none" | "block" | "dots"
@@ -203,6 +205,14 @@ def default_config() -> ml_collections.ConfigDict:
     # CPU: XLA_FLAGS=--xla_force_host_platform_device_count=2 gives a second device.
     c.async_rl.rollout_device = -1
     c.async_rl.segment_tokens = 16
+    # What the worker is (rl.async_process): "thread" (a thread of the learner's process,
+    # sharing its interpreter and XLA thread pool) or "process" (its own OS process,
+    # started with "spawn", with its own model copy; each version's weights are sent
+    # to it as host arrays). Same schedule, same groups either way.
+    c.async_rl.worker = "thread"
+    # The process worker's CPUs: "" = the learner's; "1" or "0,2" = only those (set
+    # before the child starts, so its XLA thread pool is sized to them).
+    c.async_rl.worker_cpus = ""
 
     # -------------------------------------------------------------- critic (PPO)
     c.critic = ml_collections.ConfigDict()

@@ -155,6 +155,7 @@ def _check_async(c: ml_collections.ConfigDict) -> None:
         raise ValueError(
             f"config.async_rl.segment_tokens = {c.async_rl.segment_tokens!r}; must be >= 1"
         )
+    _check_worker(c)
     if k == 0:
         if c.async_rl.partial_rollouts != "off":
             raise ValueError(
@@ -168,6 +169,46 @@ def _check_async(c: ml_collections.ConfigDict) -> None:
         raise ValueError(
             f"config.rollout.name = {c.rollout.name!r} cannot run asynchronously "
             f"(config.async_rl.max_staleness = {k}); asynchronous rollouts: {allowed}"
+        )
+
+
+ASYNC_WORKERS = ("thread", "process")  # rl.async_loop.RolloutWorker, rl.async_process
+
+
+def _check_worker(c: ml_collections.ConfigDict) -> None:
+    """async_rl.worker and worker_cpus, and what the process worker does not support."""
+    a = c.async_rl
+    one_of("async_rl.worker", a.worker, ASYNC_WORKERS)
+    if a.worker_cpus:
+        cpus = [x.strip() for x in a.worker_cpus.split(",")]
+        if not all(x.isdigit() for x in cpus) or len({int(x) for x in cpus}) != len(cpus):
+            raise ValueError(
+                f"config.async_rl.worker_cpus = {a.worker_cpus!r}; must be '' (the "
+                "learner's CPUs) or distinct CPU numbers separated by commas, e.g. '1' or '0,2'"
+            )
+        if a.worker != "process":
+            raise ValueError(
+                f"config.async_rl.worker_cpus = {a.worker_cpus!r} needs "
+                f"config.async_rl.worker = 'process' (it is {a.worker!r})"
+            )
+    if a.worker != "process":
+        return
+    if not a.max_staleness:
+        raise ValueError(
+            "config.async_rl.worker = 'process' needs config.async_rl.max_staleness >= 1 "
+            "(a synchronous step has no rollout worker)"
+        )
+    if a.partial_rollouts != "off":
+        raise ValueError(
+            f"config.async_rl.partial_rollouts = {a.partial_rollouts!r} is not supported "
+            "with config.async_rl.worker = 'process' (its segments would need the newest "
+            "version mid-rollout); use worker = 'thread' or partial_rollouts = 'off'"
+        )
+    if a.rollout_device >= 0:
+        raise ValueError(
+            f"config.async_rl.rollout_device = {a.rollout_device} is for the thread worker; "
+            "with config.async_rl.worker = 'process' the worker has its own devices: "
+            "set rollout_device = -1 and place it with config.async_rl.worker_cpus"
         )
 
 
