@@ -6,6 +6,8 @@ Usage (both cores, nothing else running):
       --set rollout.temperature=1.4                                  # a long-tailed workload
   python scripts/bench_async.py --config experiments/baselines/grpo.py:pulse --steps 3 \
       --arms sync,k1                                                 # a smoke test
+  taskset -c 0,1 python scripts/bench_async.py --arms sync,k1-process,k2-process
+                                       # the worker process on core 1, the learner on 0
 
 Each arm is one run of the config (`python -m rlvr_jax.main`, a fresh process and
 workdir, evaluation only at the end) on the same cores, one after the other:
@@ -18,6 +20,9 @@ workdir, evaluation only at the end) on the same cores, one after the other:
               device 0 (needs two devices: on a CPU, XLA_FLAGS=
               "--xla_force_host_platform_device_count=2 --xla_cpu_multi_thread_eigen=false"
               gives one core-sized device each)
+  k1-process, k2-process  k1, k2 with the worker in its own OS process
+              (async_rl.worker=process) pinned to the second of this script's
+              cores (async_rl.worker_cpus), the learner to the first (taskset -c)
 
 Per arm: the median step wall time over the steps after the first `--skip`
 (compilation), the run's total wall and CPU seconds (user + system of the child),
@@ -52,14 +57,27 @@ ARMS = {
     # The worker on its own device (run with XLA_FLAGS=--xla_force_host_platform_device_count=2).
     "k1-device": ["async_rl.max_staleness=1", "async_rl.rollout_device=1", *CORRECTION],
     "k2-device": ["async_rl.max_staleness=2", "async_rl.rollout_device=1", *CORRECTION],
+    # The worker in its own process on one core, the learner on another (`placement`).
+    "k1-process": ["async_rl.max_staleness=1", "async_rl.worker=process", *CORRECTION],
+    "k2-process": ["async_rl.max_staleness=2", "async_rl.worker=process", *CORRECTION],
 }
 
 
-def run_arm(config: str, steps: int, overrides: list[str], workdir: Path) -> tuple[float, float]:
-    """Runs one arm to the end; (wall seconds, CPU seconds of the child)."""
-    cmd = [sys.executable, "-m", "rlvr_jax.main", f"--config={config}", f"--workdir={workdir}",
-           f"--config.train.steps={steps}", "--config.eval.every=0", "--config.eval.at_start=False",
-           f"--config.checkpoint.every={steps}"]  # fmt: skip
+def placement(name: str, cores: list[int]) -> tuple[list[str], list[str]]:
+    """(command prefix, overrides) pinning a `-process` arm: the learner to the first of
+    `cores`, the worker to the second (the same one when there is only one)."""
+    if not name.endswith("-process"):
+        return [], []
+    learner, worker = cores[0], cores[min(1, len(cores) - 1)]
+    return ["taskset", "-c", str(learner)], [f"async_rl.worker_cpus={worker}"]
+
+
+def run_arm(config: str, steps: int, overrides: list[str], workdir: Path,
+            prefix: list[str] = ()) -> tuple[float, float]:  # fmt: skip
+    """Runs one arm to the end; (wall seconds, CPU seconds of its processes)."""
+    cmd = [*prefix, sys.executable, "-m", "rlvr_jax.main", f"--config={config}",
+           f"--workdir={workdir}", f"--config.train.steps={steps}", "--config.eval.every=0",
+           "--config.eval.at_start=False", f"--config.checkpoint.every={steps}"]  # fmt: skip
     cmd += [f"--config.{o}" for o in overrides]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -110,7 +128,12 @@ def main():
     results = {}
     for name in names:
         workdir = base / name.replace("+", "_")
-        wall, cpu = run_arm(args.config, args.steps, args.set + ARMS[name], workdir)
+        prefix, pinned = placement(name, affinity)
+        if prefix:
+            print(f"  {name}: learner on core {prefix[-1]}, worker on "
+                  f"{pinned[0].split('=')[1]}", flush=True)  # fmt: skip
+        overrides = args.set + ARMS[name] + pinned
+        wall, cpu = run_arm(args.config, args.steps, overrides, workdir, prefix)
         results[name] = dict(summarise(workdir, args.skip), wall_s=wall, cpu_s=cpu)
         print(f"  {name}: done in {wall:.0f} s", flush=True)
     ref = results.get("sync", {}).get("step_s")
