@@ -29,6 +29,16 @@ grouped: query head n reads kv head n // G, G = N // K.
              training and scoring passes (no cache); everywhere else (CPU, GPU,
              a KV cache) it falls back to `blockwise`. Pallas is imported only
              when the kernel is traced on a TPU.
+  auto       chosen per call by the number of key slots S (static), `resolve`:
+             dense `xla` for S < AUTO_MIN_KEYS, else `blockwise` with block
+             AUTO_BLOCK (`pallas` on a TPU). Measured on CPU (3m bench shapes, 16
+             rows, forward + backward, docs/benchmarks.md "auto attention"): dense
+             is faster at S = 64 (5.6 vs 7.5 ms), even at 128 (24 vs 26), and
+             blockwise (block 64) at 192 (38 vs 69), 256 (57 vs 120) and 1024 (739
+             vs 3317). The threshold is 256, not 192: every miniature run the
+             reproduction pages recorded has S ≤ 192 (≤ 128-token contexts + 64
+             new tokens), so under "auto" they keep the dense kernel they were
+             measured with, sample for sample. Not measured on GPU or TPU.
 """
 
 from __future__ import annotations
@@ -46,6 +56,21 @@ MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
 # Bytes of one batch chunk's f32 score block in the blockwise kernel on CPU: about
 # a core's L2 cache (measured best among 1, 2, 4, 8 rows on the 3m bench shapes).
 CHUNK_BYTES = 256 * 1024
+# "auto": the blockwise kernel from this many key slots on, with this block (module
+# docstring: the measured crossover and why the threshold sits above it).
+AUTO_MIN_KEYS = 256
+AUTO_BLOCK = 64
+
+
+def resolve(impl: str, block: int, num_keys: int, backend: str | None = None) -> tuple[str, int]:
+    """(kernel, block) that `impl` runs for `num_keys` key slots: itself unless "auto"."""
+    if impl not in IMPLS:
+        raise ValueError(f"attention impl {impl!r}; choose one of {IMPLS}")
+    if impl != "auto":
+        return impl, block
+    if num_keys < AUTO_MIN_KEYS:
+        return "xla", block
+    return ("pallas" if (backend or jax.default_backend()) == "tpu" else "blockwise"), AUTO_BLOCK
 
 
 def attention(q_BxTxNxH, k_BxKxHxS, v_BxKxSxH, kv_valid_BxS, q_offset=0, *, impl="xla", block=512):
@@ -57,13 +82,12 @@ def attention(q_BxTxNxH, k_BxKxHxS, v_BxKxSxH, kv_valid_BxS, q_offset=0, *, impl
       v_BxKxSxH: values.
       kv_valid_BxS: bool, True at slots holding a real token.
       q_offset: int or int32 scalar, the slot of query 0.
-      impl: one of IMPLS.
+      impl: one of IMPLS ("auto": `resolve` by the key slots S).
       block: query and key block length of the blockwise kernel.
     Returns:
       out_BxTxNxH in the dtype of q.
     """
-    if impl not in IMPLS:
-        raise ValueError(f"attention impl {impl!r}; choose one of {IMPLS}")
+    impl, block = resolve(impl, block, k_BxKxHxS.shape[-1])
     if impl == "pallas" and isinstance(q_offset, int) and q_offset == 0:
         if jax.default_backend() == "tpu" and k_BxKxHxS.shape[-1] == q_BxTxNxH.shape[1]:
             return _splash(q_BxTxNxH, k_BxKxHxS, v_BxKxSxH, kv_valid_BxS)

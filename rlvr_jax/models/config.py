@@ -21,7 +21,7 @@ _FAMILIES = {
     "llama": {"qk_norm": False},
 }
 
-ATTENTION_IMPLS = ("xla", "blockwise", "pallas")
+ATTENTION_IMPLS = ("xla", "blockwise", "pallas", "auto")
 REMAT_POLICIES = ("none", "block", "dots")
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
@@ -56,10 +56,11 @@ class ModelConfig:
 
     Execution options (how the same function is computed; not in checkpoints):
       attention: "xla" (dense scores, fastest at short lengths), "blockwise"
-        (online softmax in blocks, O(T·block) memory, own backward) or "pallas"
-        (TPU splash attention for full passes, blockwise elsewhere); see
-        models/attention.py.
-      attention_block: block length of the blockwise kernel.
+        (online softmax in blocks, O(T·block) memory, own backward), "pallas"
+        (TPU splash attention for full passes, blockwise elsewhere) or "auto"
+        (by key length: "xla" below `attention.AUTO_MIN_KEYS`, else blockwise with
+        block `AUTO_BLOCK`, "pallas" on a TPU); see models/attention.py.
+      attention_block: block length of the blockwise kernel ("blockwise", "pallas").
       scan_layers: run the blocks of a full pass (no KV cache) as one
         `lax.scan` over their stacked params: one compiled block, whatever L.
       remat: rematerialisation of each block in the backward pass: "none"

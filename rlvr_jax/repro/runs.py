@@ -265,9 +265,20 @@ def _flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 PIPELINE = "<pipeline>"  # `_default_flat`'s name for a pipeline's own (non-stage) fields
 
 
+# Library defaults that changed after pages were recorded, keyed and run as their old
+# value: run path (in an RL config; a stage's is under "run.") -> the old default. A
+# config holding the old value keeps its key, so recorded runs are found again; one
+# holding the new default has it in its delta. The harness runs every arm that leaves
+# the field at the new default with the old value (`recorded_defaults`), so a page's new
+# seeds run as its recorded ones did. model.attention: "xla" -> "auto" (issue 32; "auto"
+# is "xla" below 256 key slots, every recorded miniature run's lengths).
+RECORDED_DEFAULTS = {"model.attention": "xla"}
+
+
 @functools.cache
 def _default_flat(kind: str = "") -> tuple[tuple[str, str], ...]:
-    """The flattened defaults of an RL run config, a pipeline's own, or one stage kind's."""
+    """The flattened defaults of an RL run config, a pipeline's own, or one stage kind's
+    (each field of `RECORDED_DEFAULTS` as its old value)."""
     if kind == PIPELINE:
         defaults = pipeline_config.pipeline_config()
     elif kind:
@@ -275,7 +286,38 @@ def _default_flat(kind: str = "") -> tuple[tuple[str, str], ...]:
     else:
         defaults = default_config()
     flat = _flatten(json.loads(defaults.to_json()))
+    prefix = "run." if kind and kind != PIPELINE else ""
+    for path, old in RECORDED_DEFAULTS.items():
+        if prefix + path in flat:
+            flat[prefix + path] = old
     return tuple((k, json.dumps(v, sort_keys=True)) for k, v in sorted(flat.items()))
+
+
+def recorded_defaults(config: ml_collections.ConfigDict) -> dict[str, Any]:
+    """Overrides that run `config` as the pages were recorded: each `RECORDED_DEFAULTS`
+    field (an RL run's, or every stage's) still at the library's new default -> its old
+    value. A page's common or arm overrides come after these and win."""
+    c = json.loads(config.to_json())
+    if pipelines.is_pipeline(c):
+        runs = [(f"stages.{n}.run.", s["run"], s["kind"]) for n, s in c["stages"].items()]
+    else:
+        runs = [("", c, "")]
+    out = {}
+    for prefix, run, kind in runs:
+        flat = _flatten(run)
+        for path, old in RECORDED_DEFAULTS.items():
+            new = _kind_default(kind, path)
+            if path in flat and flat[path] == new != old:
+                out[prefix + path] = old
+    return out
+
+
+@functools.cache
+def _kind_default(kind: str, path: str) -> Any:
+    """The library's current default of `path` in an RL config (kind "") or a stage kind's
+    run config (None where it has no such field)."""
+    defaults = pipeline_config.stage_config(kind).run if kind else default_config()
+    return _flatten(json.loads(defaults.to_json())).get(path)
 
 
 def _defaults_of(config: Mapping[str, Any]) -> dict[str, str]:
@@ -372,12 +414,13 @@ def plan(repro: Reproduction, seeds: list[int], root: Path) -> list[Run]:
     adopt_legacy_runs(root, echo=lambda *_: None)
     runs = []
     for arm in repro.arms:
+        common = {**recorded_defaults(load_config(arm.config)), **repro.common}
         for seed in seeds:
-            config = json.loads(resolve(arm, seed, repro.common).to_json())
+            config = json.loads(resolve(arm, seed, common).to_json())
             key = run_key(config, warm_start_names(config))
             workdir = Path(root) / "runs" / key
             manifest = read_manifest(workdir)
-            cmd = command(arm, seed, repro.common, workdir, pipelines.seed_fields(config, seed))
+            cmd = command(arm, seed, common, workdir, pipelines.seed_fields(config, seed))
             runs.append(Run(arm, seed, config, key, workdir, cmd))
             runs[-1].manifest = manifest
     return runs

@@ -16,6 +16,7 @@ import numpy as np
 from flax import nnx
 
 from rlvr_jax import sharding
+from rlvr_jax.models.attention import resolve
 from rlvr_jax.models.transformer import HiddenPerturbation, KVCache
 from rlvr_jax.sampling.step import sample_step
 
@@ -25,8 +26,8 @@ MAX_STOP_IDS = 8
 def cache_slots(config, prompt_len: int, max_new_tokens: int) -> int:
     """KV cache slots for a context bucket P and N new tokens (whole blocks if blockwise)."""
     slots = prompt_len + max_new_tokens
-    block = config.attention_block
-    if config.attention != "xla" and slots > block:
+    impl, block = resolve(config.attention, config.attention_block, slots)
+    if impl != "xla" and slots > block:
         slots = -(-slots // block) * block
     return slots
 

@@ -147,6 +147,55 @@ def test_pallas_falls_back_to_blockwise_off_tpu():
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_auto_resolves_by_key_slots():
+    """Below AUTO_MIN_KEYS the dense kernel, from it on blockwise with AUTO_BLOCK (pallas
+    on a TPU); the other choices are themselves."""
+    resolve, lo = attention_module.resolve, attention_module.AUTO_MIN_KEYS
+    assert resolve("auto", 512, lo - 1, "cpu") == ("xla", 512)
+    assert resolve("auto", 512, lo, "cpu") == ("blockwise", attention_module.AUTO_BLOCK)
+    assert resolve("auto", 512, 4 * lo, "gpu") == ("blockwise", attention_module.AUTO_BLOCK)
+    assert resolve("auto", 512, lo, "tpu") == ("pallas", attention_module.AUTO_BLOCK)
+    assert resolve("auto", 512, lo - 1, "tpu") == ("xla", 512)
+    assert resolve("blockwise", 8, 10_000, "cpu") == ("blockwise", 8)
+    with pytest.raises(ValueError, match="'dense'"):
+        resolve("dense", 8, 10, "cpu")
+
+
+@pytest.mark.parametrize("s, same_as", [(96, ("xla", 512)), (256, ("blockwise", 64))])
+def test_auto_is_bitwise_the_kernel_it_resolves_to(s, same_as):
+    """ "auto" adds no arithmetic: at 96 key slots it is the dense kernel, at 256 blockwise
+    with block 64, bit for bit (values and gradients)."""
+    q, key, val, valid, rng = _inputs(6, b=2, t=s, n=4, k=2, h=8)
+    impl, block = same_as
+
+    def run(kernel, blk):
+        f = lambda q, k, v: attention(q, k, v, valid, impl=kernel, block=blk)  # noqa: E731
+        cot = jnp.asarray(rng.normal(size=q.shape), jnp.float32)
+        return f(q, key, val), jax.grad(lambda *a: jnp.sum(f(*a) * cot), argnums=(0, 1, 2))(
+            q, key, val
+        )
+
+    rng_state = rng.bit_generator.state
+    got = run("auto", 512)
+    rng.bit_generator.state = rng_state
+    want = run(impl, block)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    if s >= attention_module.AUTO_MIN_KEYS:  # and not the dense kernel's numbers bit for bit
+        dense = attention(q, key, val, valid, impl="xla")
+        assert not np.array_equal(np.asarray(got[0]), np.asarray(dense))
+
+
+def test_auto_cache_slots_round_to_its_block_only_when_blockwise():
+    from rlvr_jax.sampling.generate import cache_slots
+    from rlvr_jax.testing import tiny_config
+
+    cfg = tiny_config(attention="auto", attention_block=512)
+    assert cache_slots(cfg, 64, 64) == 128  # dense: no rounding
+    assert cache_slots(cfg, 256, 44) == 320  # blockwise, block 64: 300 -> 320
+    assert cache_slots(tiny_config(attention="xla"), 256, 44) == 300
+
+
 def test_unknown_impl_lists_the_choices():
     q, key, val, valid, _ = _inputs(5)
     with pytest.raises(ValueError, match="'flash'.*xla.*blockwise.*pallas"):

@@ -398,3 +398,36 @@ def test_only_the_warm_starts_a_run_loads_count_as_its_weights():
     assert records_lib.manifest_weights(manifest, json.loads(default_config().to_json())) == {
         name("countdown", "base"): "aaa"
     }
+
+
+def test_a_changed_default_keeps_recorded_keys_and_runs_pages_as_recorded(tmp_path):
+    """model.attention's default became "auto" after the pages were recorded with "xla":
+    a config holding "xla" keys as before (no delta), one holding "auto" has it in its
+    delta, and the harness runs arms that leave it at the default with "xla"."""
+    from rlvr_jax.repro import Arm, Claim, Reproduction
+    from rlvr_jax.repro.metrics import PASS_1
+    from rlvr_jax.rl.config import default_config
+
+    assert default_config().model.attention == "auto"
+    config = json.loads(default_config().to_json())
+    assert runs_lib.config_delta(config) == {"model.attention": "auto"}
+    config["model"]["attention"] = "xla"
+    assert runs_lib.config_delta(config) == {}
+    pipeline = _pipeline_config()
+    assert "stages.rl.run.model.attention" in runs_lib.config_delta(pipeline)
+    pins = runs_lib.recorded_defaults(runs_lib.load_config("seq_opd_rl/pipeline.py:sequential"))
+    assert pins == {"stages.opd.run.model.attention": "xla", "stages.rl.run.model.attention": "xla"}
+    arms = (
+        Arm("grpo", "baselines/grpo.py:pulse", role="baseline"),
+        Arm("block", "baselines/grpo.py:pulse", {"model.attention": "blockwise"}),
+    )
+    repro = Reproduction(
+        slug="pins", paper="p", arms=arms, baseline="grpo", metrics=(PASS_1,),
+        claims=(Claim("c", "pass@1", "block", "grpo", "higher"),),
+    )  # fmt: skip
+    grpo, block = runs_lib.plan(repro, [0], tmp_path)
+    assert grpo.config["model"]["attention"] == "xla"
+    assert "--config.model.attention=xla" in grpo.command
+    assert "model.attention" not in runs_lib.config_delta(grpo.config)
+    assert block.config["model"]["attention"] == "blockwise"  # the arm's own choice wins
+    assert "--config.model.attention=xla" not in block.command
