@@ -27,6 +27,8 @@ a multi-process sampler runs on the mesh of the model's weights.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import functools
 import math
 from collections.abc import Sequence
@@ -73,6 +75,11 @@ def _weights_mesh(model) -> jax.sharding.Mesh:
     raise ValueError(
         "a multi-process Sampler needs mesh= or a model whose weights are sharded on a mesh"
     )
+
+
+def _replicated(mesh: jax.sharding.Mesh) -> bool:
+    """The mesh keeps whole weights on every device (only its data axis splits)."""
+    return all(mesh.shape[a] == 1 for a in sharding.AXES if a != "data")
 
 
 class Sampler:
@@ -123,10 +130,13 @@ class Sampler:
           call's rows drawing with `fold_in(key, call)`. None: one call.
         cache_dtype: KV cache storage dtype ("bfloat16" halves it; None: the
           model's compute dtype).
-        engine: "static" or "paged" (`ENGINES`). The paged engine samples on one
-          device (no mesh or a one-device mesh, one process) and without prompt
-          noise: calls with noise rows take the static path. Its page pool is
-          `cache_bytes` of pages (None: enough for every slot to hold a max_length row).
+        engine: "static" or "paged" (`ENGINES`). The paged engine samples without
+          prompt noise (calls with noise rows take the static path) on one device, or
+          data-parallel on a mesh whose weights are replicated (fsdp = tensor = 1):
+          one engine per local device of the mesh, a call's groups spread over them,
+          each process sampling its own rows (`_paged_generate`). Each engine's page
+          pool is `cache_bytes` of pages (None: enough for every slot to hold a
+          max_length row).
         page_size: Z, token slots per page (paged).
         decode_slots: S, rows decoded together (paged).
         prefill_chunk: C, context tokens per row per prefill call (paged).
@@ -136,17 +146,19 @@ class Sampler:
         """
         if engine not in ENGINES:
             raise ValueError(f"engine={engine!r} (rollout.engine); choose one of {ENGINES}")
-        if engine == "paged" and ((mesh is not None and mesh.size > 1) or jax.process_count() > 1):
+        if mesh is None and jax.process_count() > 1:
+            mesh = _weights_mesh(model)
+        if engine == "paged" and mesh is not None and not _replicated(mesh):
             raise ValueError(
-                "engine='paged' (rollout.engine) samples on one device of one process; a "
-                f"mesh of {mesh.size if mesh is not None else 1} devices or a "
-                f"{jax.process_count()}-process run needs engine='static'"
+                f"engine='paged' (rollout.engine) runs data-parallel engines with the whole "
+                f"weights on each device; mesh {dict(mesh.shape)} splits them (fsdp or "
+                "tensor > 1): use mesh.shape = (devices, 1, 1) or engine='static'"
             )
         self.engine, self.page_size = engine, page_size
         self.decode_slots, self.prefill_chunk = decode_slots, prefill_chunk
         self.paged_kernel, self.paged_block_pages = paged_kernel, paged_block_pages
         self.paged_prefill_rows = paged_prefill_rows
-        self._paged = None  # the Engine, built at the first paged call
+        self._paged = {}  # device -> its Engine, built at the first paged call
         if cache_dtype not in (None, "float32", "bfloat16"):
             raise ValueError(f"cache_dtype={cache_dtype!r}; choose None, 'float32' or 'bfloat16'")
         if cache_bytes is not None and cache_bytes <= 0:
@@ -154,8 +166,6 @@ class Sampler:
         self.cache_bytes, self.cache_dtype = cache_bytes, cache_dtype
         if batch_multiple < 1:
             raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
-        if mesh is None and jax.process_count() > 1:
-            mesh = _weights_mesh(model)
         if mesh is not None:
             batch_multiple = math.lcm(batch_multiple, sharding.batch_shards(mesh))
         self.batch_multiple = batch_multiple
@@ -193,9 +203,19 @@ class Sampler:
             paged_prefill_rows=self.paged_prefill_rows,
         )
 
-    def paged_engine(self):
-        """The paged `Engine` of this sampler (built once; its pool and programs persist)."""
-        if self._paged is None:
+    def engine_devices(self) -> list:
+        """The devices this process's paged engines run on: the mesh's local devices, or
+        [None] without a mesh (one engine, on the default device when it is built)."""
+        if self.mesh is None:
+            return [None]
+        mine = set(jax.local_devices())
+        return [d for d in self.mesh.devices.flat if d in mine]
+
+    def paged_engine(self, device=None):
+        """The paged `Engine` on `device` (default: the first of `engine_devices`), built
+        once: its pool and programs persist."""
+        device = device or self.engine_devices()[0]
+        if device not in self._paged:
             cfg, z = self.config, self.page_size
             if self.cache_bytes is None:
                 num = self.decode_slots * -(-self.max_length // z)
@@ -205,20 +225,22 @@ class Sampler:
                     self.cache_bytes, z, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
                     dtype.itemsize,
                 )  # fmt: skip
-            self._paged = Engine(
-                self.model,
-                num_pages=num,
-                page_size=z,
-                slots=self.decode_slots,
-                max_length=self.max_length,
-                prefill_chunk=self.prefill_chunk,
-                prefill_rows=self.paged_prefill_rows,
-                pad_id=self.pad_id,
-                cache_dtype=self.cache_dtype,
-                kernel=self.paged_kernel,
-                block_pages=self.paged_block_pages,
-            )
-        return self._paged
+            where = contextlib.nullcontext() if device is None else jax.default_device(device)
+            with where:  # its page store lives on `device`
+                self._paged[device] = Engine(
+                    self.model,
+                    num_pages=num,
+                    page_size=z,
+                    slots=self.decode_slots,
+                    max_length=self.max_length,
+                    prefill_chunk=self.prefill_chunk,
+                    prefill_rows=self.paged_prefill_rows,
+                    pad_id=self.pad_id,
+                    cache_dtype=self.cache_dtype,
+                    kernel=self.paged_kernel,
+                    block_pages=self.paged_block_pages,
+                )
+        return self._paged[device]
 
     def sample(
         self,
@@ -441,19 +463,48 @@ class Sampler:
     def _paged_generate(
         self, contexts, group, shared_prompt, params, key, done_all, state, row_ids=None
     ):
-        """The rows' generated regions from the paged engine (carried rows generate nothing).
+        """The rows' generated regions from the paged engines (carried rows generate nothing).
 
-        Row b is the engine's row `row_ids[b]` (default b), which keys its draws."""
-        ids = list(range(len(contexts))) if row_ids is None else [int(r) for r in row_ids]
-        requests = []
+        Row b is the engines' row `row_ids[b]` (default: b plus the rows of the processes
+        before this one), which alone keys its draws: the rows come out the same on one
+        engine or several, in any process. A call's groups are dealt to this process's
+        engines (one per local device, `engine_devices`), each to the one with the
+        fewest rows so far, and the engines run at once, each in its own thread on its
+        own copy of the weights."""
+        if row_ids is None:
+            counts = distributed.allgather_objects(len(contexts))
+            offset = int(sum(counts[: jax.process_index()]))
+            ids = [offset + b for b in range(len(contexts))]
+        else:
+            ids = [int(r) for r in row_ids]
+        by_group: dict[int, list] = {}
         for b, c in enumerate(contexts):
             if done_all[b]:
                 continue
             cut = len(c) if shared_prompt is None else shared_prompt[b]
             # A continuation's rows share nothing: each is its own group.
             row_group = int(group[b]) if shared_prompt is not None else b
-            requests.append(Request.of(ids[b], c[:cut], row_group, c[cut:], params))
-        results = self.paged_engine().generate(requests, key, state=state) if requests else {}
+            req = Request.of(ids[b], c[:cut], row_group, c[cut:], params)
+            by_group.setdefault(row_group, []).append(req)
+        devices = self.engine_devices()
+        shares = [[] for _ in devices]
+        for reqs in by_group.values():  # each group to the engine with the fewest rows
+            min(shares, key=len).extend(reqs)
+        if state is None:
+            state = nnx.split(self.model)[1]
+        jobs = [(d, reqs) for d, reqs in zip(devices, shares, strict=True) if reqs]
+
+        def run(job):
+            device, reqs = job
+            local = state if device is None else jax.device_put(state, device)
+            return self.paged_engine(device).generate(reqs, key, state=local)
+
+        if len(jobs) <= 1:
+            outs = [run(j) for j in jobs]
+        else:
+            with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+                outs = list(pool.map(run, jobs))
+        results = {r: res for out in outs for r, res in out.items()}
         by_row = {b: results[r] for b, r in enumerate(ids) if r in results}
         return generated_arrays(len(contexts), by_row, params.max_new_tokens, self.pad_id)
 

@@ -181,3 +181,26 @@ def test_row_ids_key_each_row_whatever_else_is_in_the_call(paged, static):
         paged.sample([PROMPTS4[1]], params, key, row_ids=[3, 3])
     with pytest.raises(ValueError, match="engine='static'"):
         static.sample([PROMPTS4[1]], params, key, row_ids=[0, 1])
+
+
+def test_data_parallel_engines_sample_the_rows_one_engine_samples(paged, model):
+    """On a mesh of 2 devices (weights replicated) each device runs its own engine on a
+    share of the groups, at once; the rows equal one engine's exactly, because a row's
+    draws depend on its id only. A mesh that splits the weights is refused."""
+    two = _paged(model, mesh=make_mesh((2, 1, 1), jax.devices()[:2]))
+    params = SamplingParams(temperature=1.0, max_new_tokens=N_NEW, n=2)
+    key = jax.random.key(5)
+    want = paged.sample(PROMPTS4, params, key)
+    got = two.sample(PROMPTS4, params, key)
+    for name in ("tokens", "attention_mask", "response_mask", "group", "stopped"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    for name in ("logps", "sampling_logps", "entropy"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    devices = two.engine_devices()
+    assert devices == jax.devices()[:2]
+    steps = [two.paged_engine(d).stats.decode_steps for d in devices]
+    assert all(s > 0 for s in steps), steps  # both engines sampled rows
+    pages = two.paged_engine(devices[1]).cache.k[0]
+    assert pages.devices() == {devices[1]}  # its page store lives on its own device
+    with pytest.raises(ValueError, match="fsdp or tensor > 1"):
+        _paged(model, mesh=make_mesh((1, 2, 1), jax.devices()[:2]))
