@@ -20,6 +20,9 @@ prefill, page copies); this module is the host scheduler around one
            call feeds each row's last token and samples the next.
   finish   a row that samples a stop id or reaches its max_new_tokens frees its
            slot and pages at once, and the next waiting row is admitted.
+  stream   `generate` runs a fixed list of rows; `start` / `submit` / `step` /
+           `close` keep the queue open, so a scheduler can submit rows while
+           others decode (rows come out as in one call over all of them).
 
 A row's context is never truncated: a request that cannot fit the whole pool
 raises at submission (`PagePool.check_fits`), and any other eventually runs
@@ -89,7 +92,7 @@ class _Row:
 
 @dataclasses.dataclass(eq=False)
 class _Run:
-    """The host state of one `generate` call."""
+    """The host state of one run (a `generate` call, or `start` ... `close`)."""
 
     fn_args: dict  # static arguments of the device programs (graphdef, block_pages, kernel)
     state: object  # model state
@@ -99,6 +102,8 @@ class _Run:
     unforked: collections.Counter  # group -> rows not started yet
     parents: dict = dataclasses.field(default_factory=dict)  # group -> fork length
     admissions: int = 0
+    row_ids: set = dataclasses.field(default_factory=set)  # row ids submitted
+    group_prompts: dict = dataclasses.field(default_factory=dict)  # group -> its prompt
 
 
 def _pow2(n: int, minimum: int = 1) -> int:
@@ -161,10 +166,12 @@ class Engine:
         dtype = None if cache_dtype is None else jnp.dtype(cache_dtype)
         self.cache = PagedKVCache.zeros(self.config, self.pool.store_pages, page_size, dtype)
         self.stats = EngineStats()
+        self._run: _Run | None = None  # the open run (`start` ... `close`)
 
     # ------------------------------------------------------------------ public
     def generate(self, requests: Sequence[Request], key: jax.Array, *, state=None) -> dict:
-        """Runs every request to its end.
+        """Runs every request to its end (`start`, `submit`, `step` until none is
+        pending, `close`).
 
         Args:
           requests: rows (distinct row ids); rows of one group share one prompt.
@@ -177,6 +184,26 @@ class Engine:
             pool, has bad token ids, or repeats a row id; or a group's prompts differ.
         """
         check_requests(requests, self.pool, self.config.vocab_size, self.max_length)
+        self.start(key, state=state)
+        results = {}
+        try:
+            self.submit(requests)
+            while self.pending:
+                results.update(self.step())
+        finally:
+            self.close()
+        return results
+
+    # ------------------------------------------------------------ streaming
+    # A run is a queue that stays open: `submit` adds rows at any time (a scheduler that
+    # asks for more groups as earlier ones finish), `step` admits and decodes once and
+    # returns the rows that ended in it. Rows come out as in one `generate` call over
+    # all of them, whenever they were submitted: draws are keyed by (key, row id, j).
+    def start(self, key: jax.Array, *, state=None) -> None:
+        """Opens a run with PRNG key `key` on `state` (default: the model's current
+        state); its queue is empty. Raises RuntimeError while another run is open."""
+        if self._run is not None:
+            raise RuntimeError("the engine already has an open run: close() it first")
         self.stats = EngineStats()
         graphdef, current = nnx.split(self.model)
         self._run = _Run(
@@ -184,27 +211,59 @@ class Engine:
             state=current if state is None else state,
             key=key,
             slots=[None] * self.slots,
-            waiting=collections.deque(
-                _Row(r, list(r.prompt) + list(r.prefix), RowResult()) for r in requests
-            ),
-            unforked=collections.Counter(r.group for r in requests),
+            waiting=collections.deque(),
+            unforked=collections.Counter(),
         )
-        run, results = self._run, {}
-        try:
-            while run.waiting or any(run.slots):
-                self._admit()
-                if not any(run.slots):
-                    if not run.parents:  # unreachable: check_fits holds every row alone
-                        raise RuntimeError("no row can be admitted into an empty pool")
-                    self._free_parents()  # parents of waiting groups block the head row
-                    continue
-                for row in self._decode():
-                    results[row.req.row_id] = row.out
-        finally:  # the pool ends empty, also after an error
-            for seq in self.pool.sequences():
-                self.pool.free(seq)
-            self._run = None
-        return results
+
+    def submit(self, requests: Sequence[Request]) -> None:
+        """Appends rows to the open run's queue (after the rows already waiting).
+
+        Raises ValueError (nothing is queued) for what `generate` refuses, and for a
+        row id this run already has or a group whose prompt differs from the one it
+        was first submitted with."""
+        run = self._run
+        if run is None:
+            raise RuntimeError("no open run: start() one first")
+        check_requests(requests, self.pool, self.config.vocab_size, self.max_length)
+        for r in requests:
+            if r.row_id in run.row_ids:
+                raise ValueError(f"row {r.row_id} was already submitted to this run")
+            if run.group_prompts.get(r.group, r.prompt) != r.prompt:
+                raise ValueError(f"row {r.row_id}: group {r.group} has another prompt")
+        for r in requests:
+            run.row_ids.add(r.row_id)
+            run.group_prompts.setdefault(r.group, r.prompt)
+            run.waiting.append(_Row(r, list(r.prompt) + list(r.prefix), RowResult()))
+            run.unforked[r.group] += 1
+
+    @property
+    def pending(self) -> int:
+        """Rows of the open run that are waiting or decoding (0 without a run)."""
+        run = self._run
+        return 0 if run is None else len(run.waiting) + sum(x is not None for x in run.slots)
+
+    def step(self) -> dict:
+        """Admits what fits, then one decode step: {row_id: RowResult} of the rows that
+        ended in it ({} when nothing is pending, or the step only freed parents)."""
+        run = self._run
+        if run is None:
+            raise RuntimeError("no open run: start() one first")
+        if not self.pending:
+            return {}
+        self._admit()
+        if not any(run.slots):
+            if not run.parents:  # unreachable: check_fits holds every row alone
+                raise RuntimeError("no row can be admitted into an empty pool")
+            self._free_parents()  # parents of waiting groups block the head row
+            return {}
+        return {row.req.row_id: row.out for row in self._decode()}
+
+    def close(self) -> None:
+        """Ends the open run: rows still pending are dropped and every page is freed
+        (the pool ends empty, also after an error)."""
+        for seq in self.pool.sequences():
+            self.pool.free(seq)
+        self._run = None
 
     # ----------------------------------------------------------------- private
     def _fork_plan(self, row: _Row, free: int, planned: set) -> tuple[int | None, int]:

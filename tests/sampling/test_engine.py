@@ -257,3 +257,53 @@ def test_pool_of_one_largest_row_matches_ample_pool(model):
         assert out[r.row_id].tokens == ample[r.row_id].tokens
         assert out[r.row_id].stopped == ample[r.row_id].stopped
     assert tight.pool.num_free == pages
+
+
+def test_rows_submitted_while_others_decode_equal_one_call(model):
+    """The streaming run: 3 rows first, 2 decode steps, then 5 more (two of them joining
+    groups that are already decoding), drained with step(): every row equals a single
+    generate() over all 8, and rows come back as they end, before the queue is empty."""
+    key = jax.random.key(4)
+    reqs = [Request(b, tuple(PROMPTS[b // 2]), b // 2, N_NEW, temperature=1.0) for b in range(8)]
+    want = _engine(model).generate(reqs, key)
+    engine = _engine(model, slots=2)
+    engine.start(key)
+    engine.submit([reqs[i] for i in (0, 2, 4)])
+    got = {}
+    for _ in range(2):
+        got.update(engine.step())
+    engine.submit([reqs[i] for i in (1, 3, 5, 6, 7)])
+    first_done = None
+    while engine.pending:
+        got.update(engine.step())
+        if got and first_done is None:
+            first_done = engine.pending
+    engine.close()
+    assert first_done > 0  # finished rows were handed out while others still ran
+    assert sorted(got) == list(range(8))
+    for b in range(8):
+        assert got[b].tokens == want[b].tokens, b
+        np.testing.assert_allclose(got[b].logps, want[b].logps, atol=TOL)
+        assert got[b].stopped == want[b].stopped
+    assert engine.pool.num_free == engine.pool.num_pages
+
+
+def test_a_streaming_run_refuses_what_would_corrupt_it(model):
+    engine = _engine(model)
+    req = lambda b, prompt, group: Request(b, tuple(prompt), group, N_NEW, temperature=1.0)  # noqa: E731
+    with pytest.raises(RuntimeError, match="start"):
+        engine.submit([req(0, [5, 6], 0)])
+    engine.start(jax.random.key(0))
+    with pytest.raises(RuntimeError, match="already has an open run"):
+        engine.start(jax.random.key(1))
+    engine.submit([req(0, [5, 6], 0)])
+    with pytest.raises(ValueError, match="row 0 was already submitted"):
+        engine.submit([req(0, [5, 6], 0)])
+    with pytest.raises(ValueError, match="group 0 has another prompt"):
+        engine.submit([req(1, [7, 8], 0)])
+    engine.step()
+    assert engine.pending == 1
+    engine.close()  # drops the pending row and frees its pages
+    assert engine.pending == 0 and engine.pool.num_free == engine.pool.num_pages
+    engine.start(jax.random.key(0))  # a closed engine opens again
+    engine.close()
