@@ -14,7 +14,8 @@ verification and batching are host Python) nor its XLA thread pool. With
 `async_rl.worker_cpus` = "1" (say) the child is started pinned to those CPUs
 (the starting thread's affinity is set around `Process.start` and inherited, so
 the child's XLA thread pool is sized to them from the start); the learner's own
-CPUs are the process's (e.g. `taskset -c 0`).
+CPUs are the process's: pin it at launch (`taskset -c 0`), which also sizes its XLA
+thread pool (no config field: a process that has started jax keeps its pool's size).
 
 Weights: a thread of the learner (the pusher) takes each published version from
 `async_loop.Versions`, copies its parameters to host numpy arrays and sends them
@@ -37,7 +38,8 @@ sends the restored state to the child, which skips the preloaded steps.
 
 Shutdown: `join` (the learner's `finally`: normal end, an exception, SIGTERM's
 checkpoint) stops the child, then kills it if it has not exited within
-`STOP_GRACE_S`; the child dies with the learner (PR_SET_PDEATHSIG), ignores SIGINT
+`STOP_GRACE_S`; the child dies with the learner (PR_SET_PDEATHSIG: with the
+thread that started it, so start it from one that outlives the run), ignores SIGINT
 and SIGTERM (the learner saves its in-flight groups first), and a child that
 exits while the learner waits (killed, or an exception, whose traceback it sends)
 makes the learner raise instead of hanging. Not supported with a process worker
