@@ -30,7 +30,7 @@ from flax import struct
 from rlvr_jax.models.config import ModelConfig, rope_inv_freq
 from rlvr_jax.models.layers import rope_cos_sin
 from rlvr_jax.models.paged_attention import PagedKV, copy_pages
-from rlvr_jax.models.transformer import zero_kv_stores
+from rlvr_jax.models.transformer import HiddenPerturbation, perturb, zero_kv_stores
 from rlvr_jax.sharding import constrain
 
 
@@ -94,6 +94,7 @@ def paged_forward(
     logits: str = "all",
     block_pages: int = 8,
     kernel: str = "jax",
+    perturbation: HiddenPerturbation | None = None,
 ):
     """Runs `model` on T new tokens per row, reading and writing a paged KV cache.
 
@@ -112,6 +113,8 @@ def paged_forward(
         real new token, position n_new_B - 1; garbage for n_new = 0).
       block_pages: pages per softmax block of `paged_attention` (static).
       kernel: attention over pages, "jax" or "pallas" (TPU; `PagedKV.kernel`).
+      perturbation: optional noise [B, T, D] added after block `layer` (NC-GRPO's
+        latent noise, as `Transformer.forward`'s hook; zero where it must not act).
     Returns:
       (logits, the updated PagedKVCache).
     """
@@ -140,6 +143,8 @@ def paged_forward(
         )
         # kv_valid_BxS and q_offset are the dense cache's; a PagedKV carries its own.
         x, kv = block(x, cos, sin, None, 0, kv, impl=c.attention, block=c.attention_block)
+        if perturbation is not None and i == perturbation.layer % c.num_layers:
+            x = perturb(x, perturbation)
         x = constrain(x, ("batch", "length", "embed"))
         new_k.append(kv.k_pages_PxKxHxZ)
         new_v.append(kv.v_pages_PxKxZxH)

@@ -222,7 +222,7 @@ class Transformer(nnx.Module):
                     new_k.append(kv[0])
                     new_v.append(kv[1])
                 if i == pert_layer:
-                    x = _perturb(x, perturbation)
+                    x = perturb(x, perturbation)
         hidden = self.norm(x)
 
         out_logits = None
@@ -281,7 +281,8 @@ def _scan_blocks(blocks, x, cos, sin, valid_BxS, remat, kw):
     return jax.lax.scan(body, x, stacked)[0]
 
 
-def _perturb(x_BxTxD, perturbation: HiddenPerturbation):
+def perturb(x_BxTxD, perturbation: HiddenPerturbation):
+    """x + noise (times each position's hidden RMS when `relative_to_rms`), in x's dtype."""
     noise = perturbation.noise_BxTxD.astype(jnp.float32)
     if perturbation.relative_to_rms:
         x32 = x_BxTxD.astype(jnp.float32)

@@ -106,6 +106,18 @@ class _Run:
     group_prompts: dict = dataclasses.field(default_factory=dict)  # group -> its prompt
 
 
+def _noise(requests, lanes: int) -> engine_step.Noise:
+    """The Noise inputs of `lanes` program lanes holding `requests` (None: a clean lane,
+    a group's parent or an idle one)."""
+    row_id, until = np.zeros((lanes,), np.int32), np.zeros((lanes,), np.int32)
+    sigma = np.zeros((lanes,), np.float32)
+    for i, q in enumerate(requests):
+        if q is not None and q.noise_sigma > 0:
+            row_id[i], sigma[i] = q.row_id, q.noise_sigma
+            until[i] = len(q.prompt) + len(q.prefix)  # noise on context positions only
+    return engine_step.Noise(row_id, sigma, until)
+
+
 def _pow2(n: int, minimum: int = 1) -> int:
     """The smallest power of two >= max(n, minimum)."""
     return 1 << max(0, max(n, minimum) - 1).bit_length()
@@ -169,7 +181,9 @@ class Engine:
         self._run: _Run | None = None  # the open run (`start` ... `close`)
 
     # ------------------------------------------------------------------ public
-    def generate(self, requests: Sequence[Request], key: jax.Array, *, state=None) -> dict:
+    def generate(
+        self, requests: Sequence[Request], key: jax.Array, *, state=None, noise_layer=None
+    ) -> dict:
         """Runs every request to its end (`start`, `submit`, `step` until none is
         pending, `close`).
 
@@ -177,6 +191,8 @@ class Engine:
           requests: rows (distinct row ids); rows of one group share one prompt.
           key: PRNG key; row r's j-th draw uses (key, r, j) only.
           state: model state (default: the model's current state).
+          noise_layer: the block after which noise rows (`Request.noise_sigma` > 0)
+            get their latent noise (`engine_step.Noise`); None: no row may have any.
         Returns:
           {row_id: RowResult}.
         Raises:
@@ -184,7 +200,7 @@ class Engine:
             pool, has bad token ids, or repeats a row id; or a group's prompts differ.
         """
         check_requests(requests, self.pool, self.config.vocab_size, self.max_length)
-        self.start(key, state=state)
+        self.start(key, state=state, noise_layer=noise_layer)
         results = {}
         try:
             self.submit(requests)
@@ -199,15 +215,19 @@ class Engine:
     # asks for more groups as earlier ones finish), `step` admits and decodes once and
     # returns the rows that ended in it. Rows come out as in one `generate` call over
     # all of them, whenever they were submitted: draws are keyed by (key, row id, j).
-    def start(self, key: jax.Array, *, state=None) -> None:
+    def start(self, key: jax.Array, *, state=None, noise_layer: int | None = None) -> None:
         """Opens a run with PRNG key `key` on `state` (default: the model's current
-        state); its queue is empty. Raises RuntimeError while another run is open."""
+        state), noise rows perturbed after block `noise_layer`; its queue is empty.
+        Raises RuntimeError while another run is open."""
         if self._run is not None:
             raise RuntimeError("the engine already has an open run: close() it first")
         self.stats = EngineStats()
         graphdef, current = nnx.split(self.model)
+        fn_args = dict(graphdef=graphdef, block_pages=self.block_pages, kernel=self.kernel)
+        if noise_layer is not None:  # other programs: the default ones stay noise-free
+            fn_args["noise_layer"] = int(noise_layer)
         self._run = _Run(
-            fn_args=dict(graphdef=graphdef, block_pages=self.block_pages, kernel=self.kernel),
+            fn_args=fn_args,
             state=current if state is None else state,
             key=key,
             slots=[None] * self.slots,
@@ -226,6 +246,8 @@ class Engine:
             raise RuntimeError("no open run: start() one first")
         check_requests(requests, self.pool, self.config.vocab_size, self.max_length)
         for r in requests:
+            if r.noise_sigma > 0 and "noise_layer" not in run.fn_args:
+                raise ValueError(f"row {r.row_id} is a noise row; start the run with noise_layer")
             if r.row_id in run.row_ids:
                 raise ValueError(f"row {r.row_id} was already submitted to this run")
             if run.group_prompts.get(r.group, r.prompt) != r.prompt:
@@ -234,7 +256,7 @@ class Engine:
             run.row_ids.add(r.row_id)
             run.group_prompts.setdefault(r.group, r.prompt)
             run.waiting.append(_Row(r, list(r.prompt) + list(r.prefix), RowResult()))
-            run.unforked[r.group] += 1
+            run.unforked[r.group] += r.noise_sigma == 0  # noise rows never fork
 
     @property
     def pending(self) -> int:
@@ -276,6 +298,8 @@ class Engine:
         run = self._run
         pool, g = self.pool, row.req.group
         whole = pool.pages_for(len(row.context))
+        if row.req.noise_sigma > 0:  # its noisy context is its own
+            return None, whole
         have = g in run.parents or g in planned
         if have or (not row.started and run.unforked[g] > 1):
             f = len(row.req.prompt) - 1
@@ -312,7 +336,7 @@ class Engine:
             if fork is not None and g not in run.parents:
                 run.parents[g] = fork
                 pool.add(("group", g), fork)
-                parents.append((("group", g), list(row.req.prompt[:fork]), 0))
+                parents.append((("group", g), list(row.req.prompt[:fork]), 0, None))
         self._prefill(parents)
         copies, own = [], []
         for row, fork in picked:
@@ -325,11 +349,11 @@ class Engine:
                 pool.append_tokens(row.seq, len(row.context) - 1 - fork)
             if not row.started:
                 row.started = True
-                run.unforked[g] -= 1
+                run.unforked[g] -= row.req.noise_sigma == 0
             if run.unforked[g] == 0 and g in run.parents:
                 del run.parents[g]
                 pool.free(("group", g))
-            own.append((row.seq, row.context[start:-1], start))
+            own.append((row.seq, row.context[start:-1], start, row.req))
             slot = run.slots.index(None)
             run.slots[slot], row.admitted = row, run.admissions
             run.admissions += 1
@@ -342,24 +366,27 @@ class Engine:
         self._prefill(own)
 
     def _prefill(self, items):
-        """Writes [(seq, tokens, start slot)] into their allocated pages, C tokens per lane."""
+        """Writes [(seq, tokens, start slot, its Request or None for a group's parent)]
+        into their allocated pages, C tokens per lane (a noise row's with its noise)."""
         run = self._run
-        todo = [[seq, toks, start, 0] for seq, toks, start in items if toks]
+        todo = [[seq, toks, start, 0, req] for seq, toks, start, req in items if toks]
+        noisy = "noise_layer" in run.fn_args
         while todo:
             lanes = todo[: self.prefill_rows]
             # Program shape: lanes and chunk rounded up to powers of two (capped at R and
             # C), so a call with a few short lanes does not pay for R x C tokens.
             r = min(self.prefill_rows, _pow2(len(lanes)))
-            c = min(self.chunk, _pow2(max(len(t) - d for _, t, _, d in lanes), minimum=8))
+            c = min(self.chunk, _pow2(max(len(t) - d for _, t, _, d, _ in lanes), minimum=8))
             tokens = np.zeros((r, c), np.int32)
             offset, n_new = np.zeros((r,), np.int32), np.zeros((r,), np.int32)
-            for i, (_, toks, start, done) in enumerate(lanes):
+            for i, (_, toks, start, done, _) in enumerate(lanes):
                 part = toks[done : done + c]
                 tokens[i, : len(part)], offset[i], n_new[i] = part, start + done, len(part)
             seqs = [lane[0] for lane in lanes] + [None] * (r - len(lanes))
             table = self.pool.page_table_array(seqs, self.table_width)
+            extra = (run.key, _noise([lane[4] for lane in lanes], r)) if noisy else ()
             self.cache = engine_step.prefill(
-                run.state, self.cache, tokens, table, offset, n_new, **run.fn_args
+                run.state, self.cache, tokens, table, offset, n_new, *extra, **run.fn_args
             )
             self.stats.prefill_calls += 1
             self.stats.prefill_tokens += int(n_new.sum())
@@ -399,10 +426,13 @@ class Engine:
             stop[i, : len(q.stop_token_ids)] = q.stop_token_ids
         seqs = [None if row is None else row.seq for row in run.slots]
         table = pool.page_table_array(seqs, self.table_width)
+        noise = ()
+        if "noise_layer" in run.fn_args:
+            noise = (_noise([None if row is None else row.req for row in run.slots], s),)
         start = time.perf_counter()
         self.cache, out = engine_step.decode(
             run.state, self.cache, tok, table, pos, active, run.key, row_id, index,
-            temp, top_k, top_p, stop, **run.fn_args,
+            temp, top_k, top_p, stop, *noise, **run.fn_args,
         )  # fmt: skip
         out = [np.asarray(x) for x in out]  # the step's one host sync
         self.stats.decode_steps += 1

@@ -28,6 +28,9 @@ class Request:
       prefix: forced tokens after the prompt (neither prompt nor response).
       temperature, top_k, top_p: as in `SamplingParams` (per-row data).
       stop_token_ids: sampling one ends the row (kept in the response).
+      noise_sigma: NC-GRPO latent noise σ on the row's context (0: none; the run's
+        `noise_layer` says where); a noise row prefills its own context, sharing
+        no pages with its group.
     """
 
     row_id: int
@@ -39,6 +42,7 @@ class Request:
     top_k: int = 0
     top_p: float = 1.0
     stop_token_ids: tuple[int, ...] = ()
+    noise_sigma: float = 0.0
 
     def __post_init__(self):
         if not 0 <= self.row_id < 2**31:
@@ -52,10 +56,15 @@ class Request:
             )
         if len(self.stop_token_ids) > MAX_STOP_IDS:
             raise ValueError(f"row {self.row_id}: at most {MAX_STOP_IDS} stop tokens")
+        if not self.noise_sigma >= 0:
+            raise ValueError(f"row {self.row_id}: noise_sigma={self.noise_sigma} must be >= 0")
 
     @classmethod
-    def of(cls, row_id: int, prompt, group: int, prefix, params: SamplingParams) -> Request:
-        """A row with `params`' budget and knobs (the one place they are copied over)."""
+    def of(
+        cls, row_id: int, prompt, group: int, prefix, params: SamplingParams, noise: bool = False
+    ) -> Request:
+        """A row with `params`' budget and knobs (the one place they are copied over);
+        `noise`: a noise row (σ = params.prompt_noise_sigma)."""
         return cls(
             row_id=row_id,
             prompt=tuple(prompt),
@@ -66,6 +75,7 @@ class Request:
             top_k=params.top_k,
             top_p=params.top_p,
             stop_token_ids=tuple(params.stop_token_ids),
+            noise_sigma=params.prompt_noise_sigma if noise else 0.0,
         )
 
 

@@ -11,6 +11,13 @@ Keying: the draw of row r's generated token j uses
 `fold_in(fold_in(key, r), j)` (`row_keys`), so it depends on neither the
 slot the row sits in, nor the step it is decoded at, nor the other rows: a
 row preempted and resumed, or admitted late, draws the same tokens.
+
+NC-GRPO's latent noise (`Noise`, static layer `noise_layer`): a noise row's
+context position t gets `normal(fold_in(fold_in(split(key)[1], r), t)) · σ_r`
+times the hidden RMS after block `noise_layer`, in the prefill chunks that
+write its context and in the decode step that feeds its last context token;
+keyed by (row, position) like the draws, so chunking, slots and preemption do
+not change it. Positions at or past the row's context length get none.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rlvr_jax.models.paged_forward import PagedKVCache, paged_forward
+from rlvr_jax.models.transformer import HiddenPerturbation
 from rlvr_jax.sampling.generate import in_compute_dtype
 from rlvr_jax.sampling.step import sample_step
 
@@ -43,6 +51,39 @@ class DecodeOut(NamedTuple):
     sampling_logps_S: jax.Array
     entropy_S: jax.Array
     stop_S: jax.Array
+
+
+class Noise(NamedTuple):
+    """Per-lane NC-GRPO noise inputs of a prefill or decode call.
+
+    Attributes:
+      row_id: int32 row ids (key the noise, `context_noise`).
+      sigma: float32 σ per lane (0: a clean lane).
+      until: int32 context length of the row: positions >= it get no noise.
+    """
+
+    row_id: jax.Array
+    sigma: jax.Array
+    until: jax.Array
+
+
+def context_noise(key, noise: Noise, pos_BxT, dim: int):
+    """[B, T, D] float32: σ_b · normal(fold_in(fold_in(split(key)[1], row_b), pos)) where
+    pos < until_b (and σ_b > 0), else 0."""
+    base = jax.random.split(key)[1]
+
+    def one(r, t):
+        return jax.random.normal(jax.random.fold_in(jax.random.fold_in(base, r), t), (dim,))
+
+    z_BxTxD = jax.vmap(jax.vmap(one, (None, 0)), (0, 0))(noise.row_id, pos_BxT)
+    on_BxT = pos_BxT < noise.until[:, None]
+    return z_BxTxD * jnp.where(on_BxT, noise.sigma[:, None], 0.0)[..., None]
+
+
+def _perturbation(key, noise, pos_BxT, layer, dim):
+    if noise is None or layer is None:
+        return None
+    return HiddenPerturbation(context_noise(key, noise, pos_BxT, dim), layer=layer)
 
 
 def row_keys(key, row_id_S, index_S):
@@ -96,10 +137,12 @@ def decode_step(
     top_k_S,
     top_p_S,
     stop_SxK,
+    noise: Noise | None = None,
     *,
     graphdef,
     block_pages: int = 8,
     kernel: str = "jax",
+    noise_layer: int | None = None,
 ):
     """Feeds each active slot's last token, then samples its next one.
 
@@ -113,11 +156,14 @@ def decode_step(
       key, row_id_S, index_S: see `row_keys`.
       temperature_S, top_k_S, top_p_S: per-row sampling knobs.
       stop_SxK: int32 stop ids per row, -1 padded.
+      noise: the lanes' NC-GRPO noise (used with `noise_layer`; the module docstring).
       block_pages, kernel: static, as in `paged_forward`.
+      noise_layer: static block after which the noise is added (None: no noise).
     Returns:
       (the updated cache, DecodeOut).
     """
     model = nnx.merge(graphdef, in_compute_dtype(state, graphdef))
+    d = model.config.hidden_size
     logits_Sx1xV, cache = paged_forward(
         model,
         cache,
@@ -128,6 +174,7 @@ def decode_step(
         logits="last",
         block_pages=block_pages,
         kernel=kernel,
+        perturbation=_perturbation(key, noise, pos_S[:, None], noise_layer, d),
     )
     keys_S = row_keys(key, row_id_S, index_S)
     tok_S, lp_S, slp_S, ent_S = sample_rows(
@@ -144,10 +191,13 @@ def prefill_chunk(
     page_table_RxM,
     offset_R,
     n_new_R,
+    key=None,
+    noise: Noise | None = None,
     *,
     graphdef,
     block_pages: int = 8,
     kernel: str = "jax",
+    noise_layer: int | None = None,
 ):
     """Writes one chunk of up to C context tokens per row into its pages.
 
@@ -158,11 +208,16 @@ def prefill_chunk(
       page_table_RxM: int32 page tables (the pages must already be allocated).
       offset_R: int32 slot of each row's first chunk token (tokens already cached).
       n_new_R: int32 in [0, C] real tokens per row (0: an idle lane).
+      key, noise: the rollout's PRNG key and the lanes' NC-GRPO noise (with
+        `noise_layer`; the module docstring).
       block_pages, kernel: static, as in `paged_forward`.
+      noise_layer: static block after which the noise is added (None: no noise).
     Returns:
       The updated cache (no logits: the last context token is fed by `decode`).
     """
     model = nnx.merge(graphdef, in_compute_dtype(state, graphdef))
+    c = tokens_RxC.shape[1]
+    pos_RxC = jnp.asarray(offset_R, jnp.int32)[:, None] + jnp.arange(c, dtype=jnp.int32)
     _, cache = paged_forward(
         model,
         cache,
@@ -173,6 +228,7 @@ def prefill_chunk(
         logits="last",
         block_pages=block_pages,
         kernel=kernel,
+        perturbation=_perturbation(key, noise, pos_RxC, noise_layer, model.config.hidden_size),
     )
     return cache
 
@@ -181,7 +237,7 @@ def _copy(cache: PagedKVCache, src_C, dst_C) -> PagedKVCache:
     return cache.copy_pages(src_C, dst_C)
 
 
-_STATIC = ("graphdef", "block_pages", "kernel")
+_STATIC = ("graphdef", "block_pages", "kernel", "noise_layer")
 decode = jax.jit(decode_step, static_argnames=_STATIC, donate_argnames=("cache",))
 prefill = jax.jit(prefill_chunk, static_argnames=_STATIC, donate_argnames=("cache",))
 copy_pages = functools.partial(jax.jit, donate_argnums=0)(_copy)

@@ -130,8 +130,8 @@ class Sampler:
           call's rows drawing with `fold_in(key, call)`. None: one call.
         cache_dtype: KV cache storage dtype ("bfloat16" halves it; None: the
           model's compute dtype).
-        engine: "static" or "paged" (`ENGINES`). The paged engine samples without
-          prompt noise (calls with noise rows take the static path) on one device, or
+        engine: "static" or "paged" (`ENGINES`). The paged engine samples (noise rows
+          too: each prefills its own noisy context, `engine_step.Noise`) on one device, or
           data-parallel on a mesh whose weights are replicated (fsdp = tensor = 1):
           one engine per local device of the mesh, a call's groups spread over them,
           each process sampling its own rows (`_paged_generate`). Each engine's page
@@ -438,11 +438,10 @@ class Sampler:
         use_noise = params.prompt_noise_sigma > 0 and noise_rows is not None and any(noise_rows)
         use_noise = bool(distributed.max_over_processes(np.array([use_noise]))[0])
         done_all = np.zeros((bsz,), bool) if active is None else ~np.asarray(active, bool)
-        if row_ids is not None and use_noise:
-            raise ValueError("row_ids key the paged engine, which samples no noise rows")
-        if self.engine == "paged" and not use_noise:
+        if self.engine == "paged":
+            noisy = noise_rows if use_noise else None
             gen = self._paged_generate(
-                contexts, group, shared_prompt, params, key, done_all, state, row_ids
+                contexts, group, shared_prompt, params, key, done_all, state, row_ids, noisy
             )
         else:
             gen, p = self._static_generate(
@@ -461,8 +460,9 @@ class Sampler:
         )
 
     def _paged_generate(
-        self, contexts, group, shared_prompt, params, key, done_all, state, row_ids=None
-    ):
+        self, contexts, group, shared_prompt, params, key, done_all, state, row_ids=None,
+        noise_rows=None,
+    ):  # fmt: skip
         """The rows' generated regions from the paged engines (carried rows generate nothing).
 
         Row b is the engines' row `row_ids[b]` (default: b plus the rows of the processes
@@ -484,7 +484,8 @@ class Sampler:
             cut = len(c) if shared_prompt is None else shared_prompt[b]
             # A continuation's rows share nothing: each is its own group.
             row_group = int(group[b]) if shared_prompt is not None else b
-            req = Request.of(ids[b], c[:cut], row_group, c[cut:], params)
+            noisy = noise_rows is not None and bool(noise_rows[b])
+            req = Request.of(ids[b], c[:cut], row_group, c[cut:], params, noise=noisy)
             by_group.setdefault(row_group, []).append(req)
         devices = self.engine_devices()
         shares = [[] for _ in devices]
@@ -494,10 +495,12 @@ class Sampler:
             state = nnx.split(self.model)[1]
         jobs = [(d, reqs) for d, reqs in zip(devices, shares, strict=True) if reqs]
 
+        layer = params.prompt_noise_layer if noise_rows is not None else None
+
         def run(job):
             device, reqs = job
             local = state if device is None else jax.device_put(state, device)
-            return self.paged_engine(device).generate(reqs, key, state=local)
+            return self.paged_engine(device).generate(reqs, key, state=local, noise_layer=layer)
 
         if len(jobs) <= 1:
             outs = [run(j) for j in jobs]

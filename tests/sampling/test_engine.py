@@ -307,3 +307,54 @@ def test_a_streaming_run_refuses_what_would_corrupt_it(model):
     assert engine.pending == 0 and engine.pool.num_free == engine.pool.num_pages
     engine.start(jax.random.key(0))  # a closed engine opens again
     engine.close()
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "layer"))
+def _noisy_pass(graphdef, state, tokens, noise, layer):
+    from rlvr_jax.models.transformer import HiddenPerturbation
+
+    model = nnx.merge(graphdef, state)
+    return model.forward(tokens, perturbation=HiddenPerturbation(noise, layer=layer)).logits
+
+
+def test_noise_rows_equal_a_full_pass_with_their_context_noise(model):
+    """NC-GRPO on the engine: a noise row's every sampled log-prob equals a full causal
+    pass over its tokens with the same noise (`engine_step.context_noise`) on its
+    context positions after block 0, also when it was preempted and re-prefilled; clean
+    rows are those of a run without noise rows; noise rows fork no shared pages."""
+    key = jax.random.key(9)
+    reqs = [
+        Request(b, tuple(PROMPTS[b // 2]), b // 2, N_NEW, temperature=1.0,
+                prefix=(7, 8) if b == 3 else (), noise_sigma=1.5 if b % 2 else 0.0)
+        for b in range(8)
+    ]  # fmt: skip
+    engine = _engine(model)
+    out = engine.generate(reqs, key, noise_layer=0)
+    assert engine.stats.page_copies == 0  # groups of one clean row: nothing to share
+    clean_only = _engine(model).generate([r for r in reqs if not r.noise_sigma], key)
+    small = _engine(model, slots=4, num_pages=12)
+    squeezed = small.generate(reqs, key, noise_layer=0)
+    assert small.stats.preemptions > 0
+    graphdef, state = nnx.split(model)
+    for r in reqs:
+        got = out[r.row_id]
+        assert squeezed[r.row_id].tokens == got.tokens
+        np.testing.assert_allclose(squeezed[r.row_id].logps, got.logps, atol=TOL)
+        if not r.noise_sigma:
+            assert got.tokens == clean_only[r.row_id].tokens
+            continue
+        seq = [*r.prompt, *r.prefix, *got.tokens]
+        ctx = len(r.prompt) + len(r.prefix)
+        noise = engine_step.context_noise(
+            key, engine_step.Noise(jnp.array([r.row_id]), jnp.array([r.noise_sigma]),
+                                   jnp.array([ctx])),
+            jnp.arange(len(seq))[None], CFG.hidden_size,
+        )  # fmt: skip
+        logits = _noisy_pass(graphdef, state, jnp.asarray([seq]), noise, 0)
+        logp = np.asarray(jax.nn.log_softmax(logits[0], axis=-1))
+        want = [logp[ctx - 1 + j, t] for j, t in enumerate(got.tokens)]
+        np.testing.assert_allclose(got.logps, want, atol=TOL)
+        plain = _noisy_pass(graphdef, state, jnp.asarray([seq]), noise * 0, 0)
+        assert np.abs(np.asarray(plain) - np.asarray(logits)).max() > 1e-2  # noise mattered
+    with pytest.raises(ValueError, match="noise row; start the run with noise_layer"):
+        _engine(model).generate(reqs[1:2], key)

@@ -1,7 +1,6 @@
 """`Sampler(engine="paged")`: the paged engine behind the Sampler interface.
 
-Oracles: the static Sampler (greedy rollouts equal field by field; noise calls
-take the static path, so they equal it under any key), a full causal pass
+Oracles: the static Sampler (greedy rollouts equal field by field), a full causal pass
 (teacher-forced log-probs, via test_sampler's helpers) and the engine itself
 (sampled rows do not depend on the slot count). Every paged sampler here has
 Z = 4, S = 4 slots and prefill chunks of 8 tokens.
@@ -118,18 +117,24 @@ def test_continue_rollout_equals_static_and_carries_ended_rows(paged, static, mo
     assert_logps_match_teacher_forcing(ref, nnx.state(model), sampled)
 
 
-def test_noise_rows_take_the_static_path(paged, static):
-    """NC-GRPO prompt noise is not in the engine: such calls equal the static sampler's
-    under a temperature-1 key (which the engine's keying would not reproduce)."""
+def test_noise_rows_are_sampled_by_the_engine(paged):
+    """NC-GRPO prompt noise runs on the engine (tests/sampling/test_engine.py checks its
+    numbers): noise rows differ from the same rows without noise, clean rows do not, and
+    sigma 0 is the clean call."""
     params = SamplingParams(
         temperature=1.0, max_new_tokens=N_NEW, n=2, prompt_noise_sigma=1.0, prompt_noise_layer=0
     )
     rows = [True, False, False, True]
     key = jax.random.key(7)
-    assert_same_rollout(
-        paged.sample(PROMPTS2, params, key, noise_rows=rows),
-        static.sample(PROMPTS2, params, key, noise_rows=rows),
-    )
+    noisy = paged.sample(PROMPTS2, params, key, noise_rows=rows)
+    clean = paged.sample(PROMPTS2, dataclasses.replace(params, prompt_noise_sigma=0.0), key,
+                         noise_rows=rows)  # fmt: skip
+    plain = paged.sample(PROMPTS2, params, key)
+    assert_same_rollout(clean, plain)
+    for b, is_noise in enumerate(rows):
+        m = noisy.response_mask[b]
+        same = np.array_equal(noisy.logps[b][m], plain.logps[b][plain.response_mask[b]])
+        assert same != is_noise, b
 
 
 def test_budget_sets_the_pool_and_bad_settings_name_the_field(model):
