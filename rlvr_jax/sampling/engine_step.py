@@ -105,8 +105,12 @@ def sample_rows(keys_S, logits_SxV, temperature_S, top_k_S, top_p_S):
     """`step.sample_step` with one key per row (each row a batch of one).
 
     A row's draw depends only on its key and its logits. Under vmap the
-    sampler's "any row filters" branch becomes a select, so the top-k/top-p
-    sort runs every step.
+    sampler's "any row filters" branch would become a select, running the
+    top-k/top-p sort every step; so the step decides it once for all rows
+    (`lax.cond` outside the vmap) and a step in which no row filters runs the
+    rows with unbatched "off" knobs, whose own check then skips the sort. The
+    rows come out the same either way (an unfiltered row's logits are left as
+    they are on both paths).
 
     Args:
       keys_S: [S] PRNG keys (`row_keys`).
@@ -119,7 +123,16 @@ def sample_rows(keys_S, logits_SxV, temperature_S, top_k_S, top_p_S):
     def one(k, logits_V, t, top_k, top_p):
         return sample_step(k, logits_V[None], t[None], top_k[None], top_p[None])
 
-    outs = jax.vmap(one)(keys_S, logits_SxV, temperature_S, top_k_S, top_p_S)
+    def filtered(keys, logits, temp):
+        return jax.vmap(one)(keys, logits, temp, top_k_S, top_p_S)
+
+    def unfiltered(keys, logits, temp):
+        off_k, off_p = jnp.zeros((), jnp.int32), jnp.ones((), jnp.float32)
+        return jax.vmap(one, in_axes=(0, 0, 0, None, None))(keys, logits, temp, off_k, off_p)
+
+    v = logits_SxV.shape[-1]
+    any_filter = jnp.any(((top_k_S > 0) & (top_k_S < v)) | (top_p_S < 1.0))
+    outs = jax.lax.cond(any_filter, filtered, unfiltered, keys_S, logits_SxV, temperature_S)
     return tuple(x[:, 0] for x in outs)
 
 

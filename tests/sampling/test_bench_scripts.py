@@ -44,3 +44,23 @@ def test_accelerator_check_runs_at_its_tiny_size(tmp_path):
     assert r["rollout"]["rows"] == 16 and r["rollout"]["tokens"] >= 16
     assert 0 < r["grpo"]["step_s"] and 0 < r["grpo"]["update_mfu"] < 1
     assert r["peak_memory_bytes"] > 0
+
+
+def test_the_eval_suite_benchmark_file_is_a_math500_file_the_loader_reads(tmp_path):
+    """bench_eval_suite's synthetic problems load as MATH-500 and their answers verify."""
+    import bench_eval_suite
+
+    from rlvr_jax.eval import Settings
+    from rlvr_jax.eval.prompts import get_suite
+    from rlvr_jax.eval.runner import load_suite_items
+    from rlvr_jax.eval.scoring import score_math
+
+    bench_eval_suite.write_math500(tmp_path, 5)
+    loaded, missing = load_suite_items(get_suite("math"), tmp_path, Settings())
+    assert [b.name for b, _, _ in loaded] == ["math500"] and "aime24" in missing
+    items = loaded[0][1]
+    assert len(items) == 5 and items[2].id == "test/prealgebra/2.json"
+    a, b = 3 + 7 * 2 % 50, 11 + 5 * 2 % 40
+    assert f"{a} + {b}" in items[2].body
+    right, wrong = score_math(items[2], [f"so \\boxed{{{a + 2 * b}}}", "\\boxed{0}"])
+    assert right.correct and not wrong.correct
