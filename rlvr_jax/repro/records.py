@@ -31,6 +31,7 @@ from typing import Any
 
 from rlvr_jax.repro import runs as runs_lib
 from rlvr_jax.run.metrics_file import read_metrics
+from rlvr_jax.train import warmstart_shipped as shipped
 
 SUFFIX = ".json.gz"
 FORMAT = 1
@@ -209,21 +210,24 @@ def preferred_weights(runs: list[runs_lib.Run], records: Path) -> dict[str, str]
     may use several bases (OC-GRPO: Countdown and arithmetic). Each set of weights
     some record names is scored by the number of the runs' keys with a record that
     agrees with it (no warm start named by both with other weights); ties go to
-    the set naming more warm starts. The sets are then merged best first, each one
-    that agrees with the merge so far, so every base of the page is pinned to the
-    weights most of its runs share. With no warm start cached, a page restores
-    every run on these weights, so its arms are compared on one base per warm
-    start. Returns {} when no record names its weights.
+    the set naming more of the weights the repository ships (what a fresh clone
+    installs: a page re-run on a shipped base keeps its old records beside the new
+    ones, as many of each), then to the set naming more warm starts. The sets are
+    then merged best first, each one that agrees with the merge so far, so every
+    base of the page is pinned to the weights most of its runs share. With no warm
+    start cached, a page restores every run on these weights, so its arms are
+    compared on one base per warm start. Returns {} when no record names its weights.
     """
     per_key = [
         [recorded_weights(load(f)) for f in versions(records, key)] for key in {r.key for r in runs}
     ]
     candidates = {weights_tag(w): w for found in per_key for w in found if w}
 
-    def score(tag: str) -> tuple[int, int, str]:
+    def score(tag: str) -> tuple[int, int, int, str]:
         w = candidates[tag]
         agreeing = sum(any(v and not conflicts(v, w) for v in found) for found in per_key)
-        return agreeing, len(w), tag  # the tag makes a full tie deterministic
+        on_shipped = sum(shipped.digest(name) == d for name, d in w.items())
+        return agreeing, on_shipped, len(w), tag  # the tag makes a full tie deterministic
 
     merged: dict[str, str] = {}
     for tag in sorted(candidates, key=score, reverse=True):

@@ -18,6 +18,7 @@ cached model into the assets; each is ~1-4 MB (`MAX_BYTES` bounds one).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -42,6 +43,15 @@ def shipped(name: str, root: Path | None = None) -> Path | None:
     """The shipped directory of cache name `name`, or None when none is shipped."""
     path = Path(root or SHIPPED_DIR) / name
     return path if (path / INFO_FILE).is_file() else None
+
+
+def digest(name: str, root: Path | None = None) -> str | None:
+    """sha256 (12 hex digits, as `repro.runs.warm_start_digests`) of the shipped weights
+    of cache name `name`, or None when none is shipped."""
+    path = shipped(name, root)
+    if path is None:
+        return None
+    return hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()[:12]
 
 
 def _files(src: Path) -> list[Path]:

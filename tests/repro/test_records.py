@@ -200,6 +200,28 @@ def test_the_preferred_weights_are_those_most_of_the_page_runs_have_records_on(t
     assert records_lib.preferred_weights(runs, tmp_path / "empty") == {}
 
 
+def test_a_tie_goes_to_the_weights_the_repository_ships(tmp_path, fake, monkeypatch):
+    """cbpo's tool_lookup arms re-run on the shipped base beside their old records: as
+    many keys agree with each, and a fresh clone, which installs the shipped copy, must
+    rebuild the page on it (not on whichever tag sorts first)."""
+    repro = pulse_repro("sara", "sara", "sara/sara.py")
+    page_text(repro, tmp_path, fake, [0, 1])
+    records = tmp_path / "docs" / "records"
+    runs = runs_lib.plan(repro, [0, 1], tmp_path / "root")
+    for r in runs:
+        file = records_lib.path(records, r.key)
+        data = file.read_bytes()
+        _set_weights(file, {"w": "zzz"})  # the old base
+        beside = records_lib.path(records, r.key, {"w": "aaa"})
+        beside.write_bytes(data)
+        _set_weights(beside, {"w": "aaa"})
+    monkeypatch.setattr(records_lib.shipped, "digest", lambda name: None)
+    by_tag = records_lib.preferred_weights(runs, records)["w"]  # a full tie: the tag decides
+    other = {"aaa": "zzz", "zzz": "aaa"}[by_tag]
+    monkeypatch.setattr(records_lib.shipped, "digest", lambda name: other if name == "w" else None)
+    assert records_lib.preferred_weights(runs, records) == {"w": other}  # the shipped one
+
+
 def test_preferred_weights_compare_records_naming_different_warm_starts(tmp_path, fake):
     """H2SD's case: one machine's records name different subsets of its warm starts;
     counting equal sets split that machine's votes (here 2 + 1 + 2 against 3) and
