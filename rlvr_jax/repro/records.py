@@ -222,11 +222,12 @@ def preferred_weights(runs: list[runs_lib.Run], records: Path) -> dict[str, str]
         [recorded_weights(load(f)) for f in versions(records, key)] for key in {r.key for r in runs}
     ]
     candidates = {weights_tag(w): w for found in per_key for w in found if w}
+    ships = {n: shipped.digest(n) for w in candidates.values() for n in w}  # hashed once
 
     def score(tag: str) -> tuple[int, int, int, str]:
         w = candidates[tag]
         agreeing = sum(any(v and not conflicts(v, w) for v in found) for found in per_key)
-        on_shipped = sum(shipped.digest(name) == d for name, d in w.items())
+        on_shipped = sum(ships[name] == d for name, d in w.items())
         return agreeing, on_shipped, len(w), tag  # the tag makes a full tie deterministic
 
     merged: dict[str, str] = {}

@@ -58,7 +58,7 @@ from rlvr_jax.repro import pipelines
 from rlvr_jax.repro.spec import Arm, Reproduction
 from rlvr_jax.rl.config import default_config
 from rlvr_jax.run.metrics_file import read_metrics
-from rlvr_jax.train import warmstart
+from rlvr_jax.train import warmstart, warmstart_shipped
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENTS = REPO / "experiments"
@@ -243,12 +243,11 @@ def warm_start_digests(config: dict[str, Any]) -> dict[str, str]:
     Models not in the cache are left out.
     """
     root = warmstart.DEFAULT_CACHE_DIR.expanduser()
-    out = {}
-    for name in warm_start_names(config):
-        weights = root / name / "model.safetensors"
-        if weights.is_file():
-            out[name] = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
-    return out
+    return {
+        name: warmstart_shipped.weights_digest(root / name)
+        for name in warm_start_names(config)
+        if (root / name / "model.safetensors").is_file()
+    }
 
 
 def _flatten(node: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

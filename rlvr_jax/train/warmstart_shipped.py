@@ -45,13 +45,16 @@ def shipped(name: str, root: Path | None = None) -> Path | None:
     return path if (path / INFO_FILE).is_file() else None
 
 
+def weights_digest(model_dir: Path) -> str:
+    """sha256 (12 hex digits) of a warm-start model's weights: how records name them."""
+    return hashlib.sha256((Path(model_dir) / "model.safetensors").read_bytes()).hexdigest()[:12]
+
+
 def digest(name: str, root: Path | None = None) -> str | None:
-    """sha256 (12 hex digits, as `repro.runs.warm_start_digests`) of the shipped weights
-    of cache name `name`, or None when none is shipped."""
+    """`weights_digest` of the shipped weights of cache name `name`, or None when none
+    is shipped."""
     path = shipped(name, root)
-    if path is None:
-        return None
-    return hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()[:12]
+    return None if path is None else weights_digest(path)
 
 
 def _files(src: Path) -> list[Path]:
